@@ -1,0 +1,81 @@
+"""Small Sphinx extension for the ccmc_lite book.
+
+1. Colab cannot open MyST Markdown. sphinx-book-theme points the Colab button at the
+   chapter's ``.md`` source, so we point it at the executed ``.ipynb`` that the build
+   publishes under ``_sources/`` on the ``gh-pages`` branch instead.
+2. The downloadable ``.ipynb`` of every chapter gets one set-up cell at the top that
+   installs ``ccmc_lite`` when it is missing (Colab, a fresh environment). The cell's text
+   lives in one place, ``book/_colab_setup.py``; chapter sources do not repeat it.
+3. Every chapter page carries ``<meta name="ccmc-chapter">`` so the browser test knows
+   which pages must show launch buttons.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sphinx.application import Sphinx
+
+SETUP_TAG = "ccmc-setup"
+
+
+def _walk_buttons(buttons: list[dict[str, Any]]):
+    for button in buttons:
+        yield button
+        if isinstance(button.get("buttons"), list):
+            yield from _walk_buttons(button["buttons"])
+
+
+def _setup_cell_source(app: Sphinx) -> str:
+    path = Path(app.srcdir) / app.config.ccmc_setup_cell_file
+    return path.read_text(encoding="utf-8").rstrip() + "\n"
+
+
+def _inject_setup_cell(notebook_path: Path, source: str) -> None:
+    nb = json.loads(notebook_path.read_text(encoding="utf-8"))
+    cells = nb.get("cells", [])
+    if cells and SETUP_TAG in cells[0].get("metadata", {}).get("tags", []):
+        return
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": "ccmc-setup",
+        "metadata": {"tags": [SETUP_TAG]},
+        "outputs": [],
+        "source": source.splitlines(keepends=True),
+    }
+    nb["cells"] = [cell, *cells]
+    notebook_path.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+def fix_launch_and_download(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """Runs after sphinx-book-theme's own launch-button handler (priority 501)."""
+    ipynb = context.get("ipynb_source")
+    if not ipynb:
+        return
+    context.setdefault("metatags", "")
+    context["metatags"] += '\n<meta name="ccmc-chapter" content="1" />'
+    notebook_path = Path(app.outdir) / "_sources" / ipynb
+    if notebook_path.exists():
+        _inject_setup_cell(notebook_path, _setup_cell_source(app))
+    repo = app.config.html_theme_options.get("repository_url", "").rstrip("/")
+    prefix = "https://github.com/"
+    if not repo.startswith(prefix):
+        return
+    org_repo = repo[len(prefix) :]
+    branch = app.config.ccmc_colab_branch
+    colab = f"https://colab.research.google.com/github/{org_repo}/blob/{branch}/_sources/{ipynb}"
+    for button in _walk_buttons(context.get("header_buttons", [])):
+        if button.get("text") == "Colab":
+            button["url"] = colab
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("ccmc_colab_branch", "gh-pages", "html")
+    app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
+    app.connect("html-page-context", fix_launch_and_download, priority=502)
+    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

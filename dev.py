@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Project tasks for ccmc_lite. Needs only Python >= 3.10 (3.11 recommended) and this repo.
+
+    python3 dev.py book     build the whole book into _build/html (executes every chapter)
+    python3 dev.py test     run every test: unit, property, chapters, -W build, browser
+    python3 dev.py bench    run the benchmark scripts and write benchmarks/results.json
+    python3 dev.py student  write student notebooks (solutions removed) to student_notebooks/
+    python3 dev.py lock     re-pin requirements/lock.txt from the current .venv
+
+Each command first makes sure ``.venv`` exists and matches ``requirements/lock.txt``
+(exact pins) and ``pyproject.toml``; it is created or refreshed when either changes.
+Extra arguments after ``test`` go to pytest, e.g. ``python3 dev.py test -m "not chapter"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+LOCK = ROOT / "requirements" / "lock.txt"
+STAMP = VENV / ".ccmc-lock-stamp"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / "python"
+
+
+def say(msg: str) -> None:
+    print(f"[dev] {msg}", flush=True)
+
+
+def run(cmd: list[str | Path], **kwargs) -> None:
+    say("$ " + " ".join(str(c) for c in cmd))
+    subprocess.run([str(c) for c in cmd], check=True, cwd=kwargs.pop("cwd", ROOT), **kwargs)
+
+
+def _stamp() -> str:
+    h = hashlib.sha256()
+    for f in (LOCK, ROOT / "pyproject.toml"):
+        h.update(f.read_bytes())
+    h.update(sys.version.encode())
+    return h.hexdigest()
+
+
+def ensure_env() -> None:
+    """Create or refresh .venv from the lock file (exact pins) and install the package."""
+    if sys.version_info < (3, 10):  # noqa: UP036 (dev.py must explain itself on old Pythons)
+        sys.exit(f"[dev] Python >= 3.10 is required; this is {sys.version.split()[0]}")
+    want = _stamp()
+    if STAMP.exists() and STAMP.read_text().strip() == want and PY.exists():
+        return
+    start = time.perf_counter()
+    if not PY.exists():
+        say(f"creating {VENV.relative_to(ROOT)}")
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    pip = [PY, "-m", "pip", "--disable-pip-version-check"]
+    # torch first, on its own: pip takes the CPU wheel from the local disk where there is one.
+    torch_pin = next(
+        line.strip() for line in LOCK.read_text().splitlines() if line.startswith("torch==")
+    )
+    run([*pip, "install", "-q", torch_pin])
+    run([*pip, "install", "-q", "-r", LOCK])
+    run([*pip, "install", "-q", "--no-deps", "--no-build-isolation", "-e", ROOT])
+    run([*pip, "check"])
+    STAMP.write_text(want)
+    say(f"environment ready in {time.perf_counter() - start:.0f} s")
+
+
+def ensure_chromium() -> str:
+    """Debian's chromium for the browser test; installed with apt-get when missing."""
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    say("chromium not found: installing Debian's chromium package")
+    apt = ["apt-get"] if os.geteuid() == 0 else ["sudo", "-n", "apt-get"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    try:
+        run([*apt, "update", "-q"], env=env)
+        run(
+            [
+                *apt,
+                "install",
+                "-y",
+                "-q",
+                "--no-install-recommends",
+                "chromium",
+                "fonts-dejavu-core",
+            ],
+            env=env,
+        )
+    except (subprocess.CalledProcessError, FileNotFoundError) as err:
+        sys.exit(f"[dev] could not install chromium ({err}); install it and re-run")
+    found = shutil.which("chromium")
+    if not found:
+        sys.exit("[dev] chromium is still missing after apt-get install")
+    return found
+
+
+def cmd_book(args: list[str]) -> None:
+    ensure_env()
+    start = time.perf_counter()
+    run([BIN / "jupyter-book", "build", ".", "-W", "-n", "--keep-going", *args])
+    say(f"book built in {time.perf_counter() - start:.0f} s: open _build/html/index.html")
+
+
+def cmd_test(args: list[str]) -> None:
+    ensure_env()
+    os.environ["CCMC_CHROMIUM"] = ensure_chromium()
+    start = time.perf_counter()
+    run([PY, "-m", "pytest", *args])
+    say(f"tests finished in {time.perf_counter() - start:.0f} s")
+
+
+def cmd_bench(args: list[str]) -> None:
+    ensure_env()
+    run([PY, ROOT / "benchmarks" / "run_benchmarks.py", *args])
+
+
+def cmd_student(args: list[str]) -> None:
+    ensure_env()
+    run([PY, "-m", "ccmc_lite.student", *args])
+
+
+def cmd_lock(args: list[str]) -> None:
+    if not PY.exists():
+        sys.exit("[dev] no .venv to lock; create one first")
+    out = subprocess.run(
+        [
+            str(PY),
+            "-m",
+            "pip",
+            "freeze",
+            "--all",
+            "--exclude-editable",
+            "--disable-pip-version-check",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    pins = sorted(
+        (
+            line
+            for line in out.splitlines()
+            if "==" in line and not line.startswith(("-e", "pip=="))
+        ),
+        key=str.lower,
+    )
+    # "torch==2.13.0+cpu" -> "torch==2.13.0": the same pin matches the CPU wheel here and
+    # the PyPI wheel elsewhere.
+    pins = [p.split("+")[0] if p.lower().startswith("torch==") else p for p in pins]
+    header = (
+        "# Exact pins for the book build, the tests and CI (Python 3.11, CPU).\n"
+        "# Generated by `python3 dev.py lock`; the package itself declares lower bounds\n"
+        "# only (pyproject.toml). torch 2.13.0 is the CPU wheel on the build machines.\n"
+    )
+    LOCK.write_text(header + "\n".join(pins) + "\n")
+    say(f"wrote {len(pins)} pins to {LOCK.relative_to(ROOT)}")
+
+
+COMMANDS = {
+    "book": cmd_book,
+    "test": cmd_test,
+    "bench": cmd_bench,
+    "student": cmd_student,
+    "lock": cmd_lock,
+}
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in COMMANDS:
+        print(__doc__)
+        sys.exit(2 if argv else 0)
+    try:
+        COMMANDS[argv[0]](argv[1:])
+    except subprocess.CalledProcessError as err:
+        sys.exit(err.returncode or 1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,103 @@
+"""Helpers shared by the book tests: the chapter list and chapter execution.
+
+Chapters are executed the way myst-nb executes them during the build (same reader, same
+jupyter-cache), and the executed notebooks are stored in the build's cache. The book
+build that runs later in the same test session then renders from the cache instead of
+executing every chapter a second time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_DIR = ROOT / "_build"
+HTML_DIR = BUILD_DIR / "html"
+CACHE_DIR = BUILD_DIR / ".jupyter_cache"
+CELL_TIMEOUT_S = 900
+
+
+def _toc_files(entries: list[dict]) -> Iterator[str]:
+    for entry in entries:
+        if "file" in entry:
+            yield entry["file"]
+        for key in ("parts", "chapters", "sections"):
+            if key in entry:
+                yield from _toc_files(entry[key])
+
+
+def toc_files() -> list[Path]:
+    """Every source file listed in ``_toc.yml`` (root first), as absolute paths."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    names = [toc["root"], *_toc_files(toc.get("parts", []) + toc.get("chapters", []))]
+    paths = []
+    for name in names:
+        candidates = [ROOT / f"{name}{ext}" for ext in (".md", ".ipynb")]
+        found = [c for c in candidates if c.exists()]
+        if not found:
+            raise FileNotFoundError(f"_toc.yml lists {name!r} but no .md/.ipynb file exists")
+        paths.append(found[0])
+    return paths
+
+
+def is_notebook(path: Path) -> bool:
+    """True for MyST Markdown notebooks (a ``kernelspec`` in the front matter)."""
+    from myst_nb.core.read import is_myst_markdown_notebook
+
+    return path.suffix == ".ipynb" or is_myst_markdown_notebook(path.read_text(encoding="utf-8"))
+
+
+def chapter_notebooks() -> list[Path]:
+    """The executable pages of the book, in reading order."""
+    return [p for p in toc_files() if is_notebook(p)]
+
+
+@dataclass
+class ExecutedChapter:
+    path: Path
+    seconds: float
+    notebook: object  # nbformat.NotebookNode
+
+    def stream_text(self, name: str) -> str:
+        out = []
+        for cell in self.notebook.cells:  # type: ignore[attr-defined]
+            for o in cell.get("outputs", []):
+                if o.get("output_type") == "stream" and o.get("name") == name:
+                    out.append(o.get("text", ""))
+        return "".join(out)
+
+
+def execute_chapter(path: Path) -> ExecutedChapter:
+    """Execute one chapter like myst-nb does and store the result in the build cache.
+
+    Raises ``nbclient.exceptions.CellExecutionError`` (with the traceback of the failing
+    cell) when a cell fails.
+    """
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    from myst_nb.core.read import myst_nb_reader_plugin
+    from nbclient import NotebookClient
+
+    nb = myst_nb_reader_plugin(str(path))
+    start = time.perf_counter()
+    NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        allow_errors=False,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
+    seconds = time.perf_counter() - start
+    CACHE_DIR.parent.mkdir(parents=True, exist_ok=True)
+    cache = get_cache(str(CACHE_DIR))
+    cache.cache_notebook_bundle(
+        CacheBundleIn(nb, str(path), data={"execution_seconds": seconds}),
+        check_validity=False,
+        overwrite=True,
+    )
+    return ExecutedChapter(path, seconds, nb)

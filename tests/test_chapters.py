@@ -1,0 +1,40 @@
+"""One test per chapter: execute it, fail on any error or warning it prints.
+
+The executed notebooks go into the build's jupyter-cache, so ``test_book.py`` (which runs
+after these tests) renders them without executing them again.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from book_tools import ROOT, chapter_notebooks, execute_chapter
+
+CHAPTERS = chapter_notebooks()
+
+# Text a chapter must never print: tracebacks, warnings and NaN results.
+FORBIDDEN_STDERR = re.compile(r"Traceback|Warning|Error", re.IGNORECASE)
+FORBIDDEN_STDOUT = re.compile(r"\bnan\b|Traceback", re.IGNORECASE)
+
+
+@pytest.mark.chapter
+@pytest.mark.parametrize(
+    "path", CHAPTERS, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in CHAPTERS]
+)
+def test_chapter_executes_cleanly(path, chapter_timings):
+    executed = execute_chapter(path)
+    chapter_timings[str(path.relative_to(ROOT))] = executed.seconds
+    stderr = executed.stream_text("stderr")
+    assert not FORBIDDEN_STDERR.search(stderr), f"{path.name} wrote to stderr:\n{stderr}"
+    stdout = executed.stream_text("stdout")
+    match = FORBIDDEN_STDOUT.search(stdout)
+    assert match is None, f"{path.name} printed {match.group(0)!r}:\n{stdout[-2000:]}"
+    # Every chapter imports the package it teaches from.
+    code = "\n".join(c.source for c in executed.notebook.cells if c.cell_type == "code")
+    assert "ccmc_lite" in code, f"{path.name} never imports ccmc_lite"
+
+
+def test_chapter_list_is_not_empty():
+    assert CHAPTERS, "no executable chapters found in _toc.yml"
