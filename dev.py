@@ -74,7 +74,13 @@ def ensure_env() -> None:
 
 
 def ensure_chromium() -> str:
-    """Debian's chromium for the browser test; installed with apt-get when missing."""
+    """Debian's chromium for the browser test; installed with apt-get when missing.
+
+    ``$CCMC_CHROMIUM`` may name another Chromium-based browser (e.g. on GitHub Actions).
+    """
+    preset = os.environ.get("CCMC_CHROMIUM", "")
+    if preset and Path(preset).exists():
+        return preset
     for name in ("chromium", "chromium-browser"):
         found = shutil.which(name)
         if found:
