@@ -72,6 +72,9 @@ def test_lock_file_pins_everything_exactly():
         assert _name(req) in pinned, f"{_name(req)} is not pinned in requirements/lock.txt"
     assert pinned["torch"] == "2.13.0"
     assert pinned["jupyter-book"].startswith("1."), "the book is Jupyter Book 1.x"
+    # ipykernel 7.x intermittently leaves nbclient waiting forever for a reply (seen here
+    # on chapters with widgets; ipython/ipykernel#1445, jupyter/nbclient#312): keep 6.x.
+    assert pinned["ipykernel"].startswith("6."), "ipykernel 7 hangs notebook execution"
 
 
 def _quickstart_commands() -> list[str]:
