@@ -42,6 +42,7 @@ __all__ = [
     "offsets_for_k",
     "theta_star",
     "theta_star_all_heads",
+    "theta_star_subset",
 ]
 
 
@@ -275,18 +276,28 @@ class AttentionOnlyTransformer(nn.Module):
 
     @staticmethod
     def _layer(r, Q, K, V):
-        q = torch.einsum("btd,hed->bhte", r, Q)  # (B, H, T, d)
-        k = torch.einsum("btd,hed->bhte", r, K)
-        v = torch.einsum("btd,hed->bhte", r, V)
-        att = causal_softmax(q @ k.transpose(-1, -2))  # (B, H, T, T)
-        return att, r + (att @ v).sum(1)
+        # scores r Q^T K r^T computed as (r (Q^T K)) r^T: one projection instead of two
+        H, d = Q.shape[0], Q.shape[-1]
+        A = Q.transpose(1, 2) @ K  # (H, d, d): Q_h^T K_h
+        W = torch.cat([A, V.transpose(1, 2)], dim=0)  # (2H, d, d)
+        B, T = r.shape[0], r.shape[1]
+        flat = r.reshape(B * T, d) @ W.permute(1, 0, 2).reshape(d, 2 * H * d)  # one GEMM
+        proj = flat.reshape(B, T, 2 * H, d).permute(0, 2, 1, 3)  # (B, 2H, T, d)
+        att = causal_softmax(proj[:, :H] @ r.unsqueeze(1).transpose(-1, -2))  # (B, H, T, T)
+        return att, r + (att @ proj[:, H:]).sum(1)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Next-token probabilities after the last position, ``(B, S)``."""
         r = self.embed(tokens)
-        for Q, K, V in zip(self.Q, self.K, self.V, strict=True):
+        layers = list(zip(self.Q, self.K, self.V, strict=True))
+        for Q, K, V in layers[:-1]:
             _, r = self._layer(r, Q, K, V)
-        return torch.softmax(r[:, -1] @ self.W, dim=-1)
+        # the last layer is only needed at the last query position
+        Q, K, V = layers[-1]
+        q = torch.einsum("bd,hde->bhe", r[:, -1], Q.transpose(1, 2) @ K)  # (B, H, d)
+        att = torch.softmax(torch.einsum("bhe,bte->bht", q, r), dim=-1)  # (B, H, T)
+        vals = torch.einsum("bht,btd,hed->be", att, r, V)  # (B, d): sum over heads
+        return torch.softmax((r[:, -1] + vals) @ self.W, dim=-1)
 
 
 # --------------------------------------------------------------------------- constructions
@@ -325,6 +336,7 @@ def _construction(
     d: int | None,
     value_scale: float,
     query_blocks: Sequence[int] | None = None,
+    compare: set[int] | None = None,
 ) -> dict[str, torch.Tensor]:
     S = check_int("S", S, minimum=2)
     T = check_int("T", T, minimum=1)
@@ -358,7 +370,8 @@ def _construction(
                     "a contiguous history needs every offset below k"
                 )
             qb = cands[0]
-        blocks.append((qb, h))
+        if compare is None or o in compare:
+            blocks.append((qb, h))
     root_c = math.sqrt(c)
     for (
         qb,
@@ -410,6 +423,31 @@ def theta_star_all_heads(
     return _construction(
         (1,) * n_heads, S=S, T=T, c=c, d=d, value_scale=math.sqrt(c), query_blocks=(0,) * n_heads
     )
+
+
+def theta_star_subset(
+    offsets: Sequence[int], *, S: int, T: int, n_heads: int, c: float, d: int | None = None
+) -> dict[str, torch.Tensor]:
+    """A construction for the non-contiguous ``N``-history estimator (App. F.2).
+
+    The ``N``-estimator matches the tokens at the offsets ``h ∈ N`` of the predicted token:
+    key ``i`` counts when ``x_{i-h} = x_{T+1-h}`` for all ``h ∈ N``. The query therefore
+    needs ``x_{T+1-h}``, the ``(-(h-1))``-token, which a suffix construction gets for free but
+    a non-contiguous one does not. App. F.2 makes the last position "special" (eq. (36c));
+    as printed that also changes the last position *as a key*, which then always matches
+    itself. We use the other option the appendix mentions, additional heads: head ``g``
+    copies the ``(-g)``-token for ``g = 1..max(N)`` (the first layer of
+    :func:`theta_star` with ``k = max(N)+1``), and the second layer compares only the
+    blocks of ``N``: ``Q_2 = √c Σ_{h∈N} Σ_j s_j^h (s_j^{h-1})^T``,
+    ``K_2 = √c Σ_{h∈N} Σ_j s_j^h (s_j^h)^T``. As ``c -> ∞`` the output is
+    :func:`construction_limit` with ``offsets = N``.
+    """
+    n_heads = check_int("n_heads", n_heads, minimum=1)
+    offs = sorted({check_int("offsets entry", o, minimum=1, maximum=n_heads) for o in offsets})
+    if not offs:
+        raise ValueError("offsets must not be empty (the empty history is theta_star(1, ...))")
+    heads = tuple(g if g <= max(offs) else None for g in range(1, n_heads + 1))
+    return _construction(heads, S=S, T=T, c=c, d=d, value_scale=1.0, compare=set(offs))
 
 
 def load_parameters(model: SimplifiedTransformer, params: dict[str, torch.Tensor]) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "exact_population_gradient",
     "fit_theorem42",
     "flat_gradient",
+    "gradient_blocks",
     "gradient_norm",
     "lemma31_gradient",
     "next_token_loss",
@@ -100,6 +101,20 @@ def flat_gradient(
     loss = next_token_loss(model(tokens), target, eps=eps)
     grads = torch.autograd.grad(loss, params, allow_unused=True)
     return _flatten(grads, params)
+
+
+def gradient_blocks(
+    model: nn.Module, tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 0.0
+) -> dict[str, float]:
+    """Norm of the mean-loss gradient for each named parameter (e.g. ``A1, V1, Q2, K2``)."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not named:
+        raise ValueError("model has no trainable parameters")
+    loss = next_token_loss(model(tokens), target, eps=eps)
+    grads = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
+    return {
+        n: (0.0 if g is None else float(g.norm())) for (n, _), g in zip(named, grads, strict=True)
+    }
 
 
 def lemma31_gradient(model: nn.Module, tokens: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -21,6 +21,7 @@ __all__ = [
     "Plateau",
     "detect_plateaus",
     "escape_step",
+    "first_offsets",
     "formation_step",
     "moving_average",
     "nearest_level",
@@ -75,7 +76,7 @@ def detect_plateaus(
     *,
     window: int = 200,
     threshold: float | None = None,
-    rel_threshold: float = 0.5,
+    rel_threshold: float = 1.2,
     min_length: int = 500,
 ) -> list[Plateau]:
     """Find the plateaus of one run from its per-step gradient norm and loss.
@@ -88,8 +89,10 @@ def detect_plateaus(
         Length of the trailing moving average applied to both histories.
     threshold : float, optional
         Absolute threshold on the smoothed gradient norm. Default: ``rel_threshold``
-        times the median of the smoothed gradient norm over the run, so the rule adapts to
-        the noise level of the stochastic gradients.
+        times the *smallest* smoothed gradient norm of the run (ignoring the first
+        ``window`` steps): a plateau is a stretch as quiet as the quietest part of training.
+        Mini-batch gradient norms are dominated by sampling noise, so a relative rule adapts
+        to the batch size.
     rel_threshold : float
         See ``threshold``.
     min_length : int
@@ -107,7 +110,8 @@ def detect_plateaus(
     min_length = check_int("min_length", min_length, minimum=1)
     if threshold is None:
         rel = check_float("rel_threshold", rel_threshold, minimum=0.0, open_lower=True)
-        thr = rel * float(np.median(g))
+        quiet = g[window:] if g.size > window else g
+        thr = rel * float(np.min(quiet))
     else:
         thr = check_float("threshold", threshold, minimum=0.0, open_lower=True)
     flat = g < thr
@@ -186,3 +190,34 @@ def formation_step(steps, weights, threshold: float = 0.3) -> int:
     threshold = check_float("threshold", threshold, minimum=0.0, maximum=1.0)
     above = np.nonzero(w > threshold)[0]
     return int(s[above[0]]) if above.size else -1
+
+
+def first_offsets(
+    steps, A1_by_step, *, offsets=(1, 2), threshold: float = 0.3, length: int | None = None
+) -> list[list[tuple[int, int]]]:
+    """Which token each head attends to first, and when (Varre et al. 2025, Fig. 5).
+
+    ``A1_by_step``: a sequence (one entry per checkpoint step) of ``(R, H, T, T)`` tensors.
+    For each run and head, returns ``(offset, step)`` of the first checkpoint at which its
+    weight on some offset in ``offsets`` exceeds ``threshold`` (ties: the larger weight),
+    or ``(0, -1)`` if none does.
+    """
+    s = [int(v) for v in steps]
+    if len(s) != len(A1_by_step):
+        raise ValueError("steps and A1_by_step must have the same length")
+    threshold = check_float("threshold", threshold, minimum=0.0, maximum=1.0)
+    w = np.stack(
+        [np.stack([offset_attention(A, o, length=length) for o in offsets], -1) for A in A1_by_step]
+    )  # (n_steps, R, H, n_offsets)
+    out: list[list[tuple[int, int]]] = []
+    for r in range(w.shape[1]):
+        row = []
+        for h in range(w.shape[2]):
+            hit = (offsets[0] * 0, -1)
+            for j, step in enumerate(s):
+                if w[j, r, h].max() > threshold:
+                    hit = (int(offsets[int(np.argmax(w[j, r, h]))]), step)
+                    break
+            row.append(hit)
+        out.append(row)
+    return out

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 from .estimators import cross_entropy, kgram_estimator
@@ -25,6 +26,7 @@ from .validation import as_tensor, check_float, check_int
 
 __all__ = [
     "NGramStream",
+    "checkpoint_gradient_norms",
     "kgram_levels",
     "make_eval_fn",
     "make_loss_fn",
@@ -222,3 +224,26 @@ def plot_attention_maps(
         ax.set_xlabel("key position")
         if h == 0:
             ax.set_ylabel("query position")
+
+
+def checkpoint_gradient_norms(
+    result, tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 1e-8
+) -> tuple[list[int], np.ndarray]:
+    """Population gradient norm at every saved checkpoint of every run (Fig. 6 of the paper).
+
+    The per-step norms recorded by the trainer are norms of *mini-batch* gradients and are
+    dominated by sampling noise; here the gradient of the loss on a large fixed batch is
+    estimated without that bias (:func:`ccmc_lite.landscape.gradient_norm`, two halves).
+    Returns ``(steps, norms)`` with ``norms`` of shape ``(R, len(steps))``.
+    """
+    from .landscape import gradient_norm
+
+    steps = sorted(result.checkpoints)
+    if not steps:
+        raise ValueError("the training result has no checkpoints")
+    out = np.zeros((result.n_runs, len(steps)))
+    for j, s in enumerate(steps):
+        for r in range(result.n_runs):
+            model = result.module(r, s)
+            out[r, j] = gradient_norm(model, tokens, target.to(torch.float32), eps=eps).estimate
+    return steps, out

@@ -174,7 +174,8 @@ def test_attention_only_transformer(embedding):
     assert p.shape == (8, 3)
     torch.testing.assert_close(p.sum(-1), torch.ones(8))
     torch.testing.assert_close(p, torch.full((8, 3), 1 / 3))  # read-out starts at zero
-    maps = m.attention(x)
+    with torch.no_grad():
+        maps = m.attention(x)
     assert [a.shape for a in maps] == [(8, 2, 10, 10), (8, 1, 10, 10)]
     assert float(maps[0].triu(1).abs().sum()) == 0.0
     assert m.d == 13
@@ -206,3 +207,45 @@ def test_models_train_batched_like_looped(model):
         make, loss_fn, batch_fn, n_runs=2, config=cfg, seed=1, batched=False, progress=False
     )
     torch.testing.assert_close(a.loss, b.loss, atol=1e-5, rtol=1e-5)
+
+
+def test_attention_only_forward_matches_the_plain_formula():
+    """The fast forward (last layer at the last query only) equals the textbook formula."""
+    torch.manual_seed(0)
+    m = AttentionOnlyTransformer(3, 12, (2, 1), embedding="learned", init_scale=2.0)
+    with torch.no_grad():
+        m.W.normal_()
+    x = _tokens(S=3, T=12, B=8)
+    r = m.embed(x)
+    for Q, K, V in zip(m.Q, m.K, m.V, strict=True):
+        q = torch.einsum("btd,hed->bhte", r, Q)
+        k = torch.einsum("btd,hed->bhte", r, K)
+        v = torch.einsum("btd,hed->bhte", r, V)
+        r = r + (causal_softmax(q @ k.transpose(-1, -2)) @ v).sum(1)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), torch.softmax(r[:, -1] @ m.W, -1), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("offsets", [(1,), (2,), (1, 2)])
+def test_subset_construction_tends_to_the_subset_estimator(offsets):
+    from ccmc_lite.disentangled import theta_star_subset
+    from ccmc_lite.estimators import subset_counts, subset_estimator
+
+    x = _tokens(B=300, seed=9)
+    m = SimplifiedTransformer(5, 32, 2).double()
+    load_parameters(m, theta_star_subset(offsets, S=5, T=32, n_heads=2, c=40.0))
+    with torch.no_grad():
+        p = m(x)
+    lim = construction_limit(x, 5, offsets)
+    torch.testing.assert_close(p, lim, atol=1e-9, rtol=0)
+    # where keys match and no clamped boundary key interferes, it is the N-estimator (App. F.2)
+    has = subset_counts(x, 5, offsets).sum(-1) > 0
+    est = subset_estimator(x, 5, offsets)
+    agree = (lim - est).abs().amax(-1) < 1e-9
+    assert float(agree[has].float().mean()) > 0.7
+    if offsets == (1,):  # N = {1} is the bigram construction theta*^2
+        th = theta_star(2, S=5, T=32, n_heads=2, c=40.0)
+        for name, value in theta_star_subset(offsets, S=5, T=32, n_heads=2, c=40.0).items():
+            torch.testing.assert_close(value, th[name])
+    with pytest.raises(ValueError, match="offsets"):
+        theta_star_subset((), S=5, T=32, n_heads=2, c=1.0)

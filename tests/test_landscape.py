@@ -16,6 +16,7 @@ from ccmc_lite.landscape import (
     exact_population_gradient,
     fit_theorem42,
     flat_gradient,
+    gradient_blocks,
     gradient_norm,
     lemma31_gradient,
     next_token_loss,
@@ -132,3 +133,13 @@ def test_sequence_law_stationary_start_and_limits():
     assert tokens.shape == (16, 4) and float(prob.sum()) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="enumerate"):
         sequence_law(sample_transitions(NGramTask(S=5, n=2, T=20), (1,), seed=0)[0], 20)
+
+
+def test_gradient_blocks_match_the_flat_gradient():
+    b = sample_batch(NGramTask(S=3, n=3, T=10), 64, seed=2)
+    m = SimplifiedTransformer(3, 10, 2).double()
+    load_parameters(m, theta_star(2, S=3, T=10, n_heads=2, c=6.0))
+    blocks = gradient_blocks(m, b.tokens, b.target)
+    assert set(blocks) == {"A1", "V1", "Q2", "K2"}
+    total = math.sqrt(sum(v**2 for v in blocks.values()))
+    assert total == pytest.approx(float(flat_gradient(m, b.tokens, b.target).norm()), rel=1e-10)

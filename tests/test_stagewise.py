@@ -49,8 +49,9 @@ def test_levels_loss_and_eval():
     assert levels["uniform"] == pytest.approx(math.log(3))
     assert levels["2-gram"] < levels["uniform"]
     m = SimplifiedTransformer(3, 16, 1)
-    ev = make_eval_fn(tx, ty, chunk=700)(m, 0)["test_loss"]
-    direct = make_loss_fn()(m, (tx, ty))
+    with torch.no_grad():
+        ev = make_eval_fn(tx, ty, chunk=700)(m, 0)["test_loss"]
+        direct = make_loss_fn()(m, (tx, ty))
     assert float(ev) == pytest.approx(float(direct), rel=1e-5)
 
 
@@ -70,3 +71,34 @@ def test_short_batched_training_run():
     )
     assert res.loss.shape == (2, 20) and bool(torch.isfinite(res.loss).all())
     assert res.evals["test_loss"].shape == (2, 3)
+
+
+def test_attention_plot_and_checkpoint_gradients():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ccmc_lite.disentangled import first_layer_attention
+    from ccmc_lite.stagewise import checkpoint_gradient_norms, plot_attention_maps
+
+    fig, axes = plt.subplots(1, 2)
+    plot_attention_maps(axes, first_layer_attention(torch.zeros(2, 6, 6)), last=4)
+    assert axes[0].get_xlabel() == "key position"
+    with pytest.raises(ValueError, match="axes"):
+        plot_attention_maps(axes[:1], torch.zeros(2, 6, 6))
+    plt.close(fig)
+    task = NGramTask(S=3, n=3, T=8, alpha=1.0)
+    tx, ty = make_test_set(task, 64, seed=1)
+    cfg = TrainConfig(steps=4, lr=0.01, optimizer="adam", checkpoint_steps=(0, 4))
+    res = train_runs(
+        lambda: SimplifiedTransformer(3, 8, 2),
+        make_loss_fn(),
+        NGramStream(task, 8),
+        n_runs=2,
+        config=cfg,
+        seed=0,
+        progress=False,
+    )
+    steps, norms = checkpoint_gradient_norms(res, tx, ty)
+    assert steps == [0, 4] and norms.shape == (2, 2) and (norms >= 0).all()
