@@ -205,7 +205,7 @@ class AttentionOnlyTransformer(nn.Module):
     ----------
     S, T : int
         Vocabulary size and number of positions.
-    heads : sequence of int
+    heads : list of int
         Heads per layer (the paper: ``(n-1, 1)``).
     embedding : str
         ``"onehot"``: ``[e_{x_t}; e_t]`` (token one-hot and position one-hot, ``d = S+T``);

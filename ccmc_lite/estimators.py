@@ -96,7 +96,7 @@ def subset_counts(
         ``(*batch, T)`` integer tokens in ``[0, S)``.
     S : int
         Vocabulary size.
-    offsets : sequence of int
+    offsets : list of int
         The set ``N`` of positive offsets; ``()`` gives the unigram counts.
     positions : str
         ``"last"`` or ``"all"``.

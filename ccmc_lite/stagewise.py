@@ -52,9 +52,9 @@ class NGramStream:
         The data model (``start="uniform"``).
     batch_size : int
         Sequences per run and step.
-    alpha : sequence of float, optional
+    alpha : list of float, optional
         One prior concentration per run (α-sweeps); default ``task.alpha`` for every run.
-    lengths : sequence of int, optional
+    lengths : list of int, optional
         One sequence length per run (T-sweeps). Sequences are drawn with the largest length
         and run ``r`` is queried at position ``lengths[r] - 1``: the causal model never
         sees the tokens after its query, so this is exactly training on length ``lengths[r]``.
@@ -227,18 +227,20 @@ def plot_attention_maps(
 
 
 def checkpoint_gradient_norms(
-    result, tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 1e-8
+    result, tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 1e-8, every: int = 1
 ) -> tuple[list[int], np.ndarray]:
     """Population gradient norm at every saved checkpoint of every run (Fig. 6 of the paper).
 
     The per-step norms recorded by the trainer are norms of *mini-batch* gradients and are
     dominated by sampling noise; here the gradient of the loss on a large fixed batch is
     estimated without that bias (:func:`ccmc_lite.landscape.gradient_norm`, two halves).
-    Returns ``(steps, norms)`` with ``norms`` of shape ``(R, len(steps))``.
+    ``every = m`` uses every ``m``-th checkpoint only. Returns ``(steps, norms)`` with
+    ``norms`` of shape ``(R, len(steps))``.
     """
     from .landscape import gradient_norm
 
-    steps = sorted(result.checkpoints)
+    every = check_int("every", every, minimum=1)
+    steps = sorted(result.checkpoints)[::every]
     if not steps:
         raise ValueError("the training result has no checkpoints")
     out = np.zeros((result.n_runs, len(steps)))

@@ -182,13 +182,13 @@ def test_stationary_start_window_has_law_pi():
 
 def test_urn_sampler_matches_forward_sampler_in_law():
     task = NGramTask(S=5, n=3, T=32, alpha=0.5)
-    x1, y1 = sample_urn(task, (30000,), seed=0)
-    b = sample_batch(task, 30000, seed=1)
+    x1, y1 = sample_urn(task, (20000,), seed=0)
+    b = sample_batch(task, 20000, seed=1)
     l1 = estimator_losses(x1, y1.double(), 5, (2, 3), smoothing=0.5)
     l2 = estimator_losses(b.tokens, b.target, 5, (2, 3), smoothing=0.5)
     for k in (2, 3):
-        assert abs(l1[k] - l2[k]) < 0.015
-    assert abs(float(entropy(y1.double()).mean()) - float(entropy(b.target).mean())) < 0.015
+        assert abs(l1[k] - l2[k]) < 0.02
+    assert abs(float(entropy(y1.double()).mean()) - float(entropy(b.target).mean())) < 0.02
 
 
 def test_urn_shapes_alpha_and_query():
