@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from .estimators import cross_entropy, kgram_estimator
-from .landscape import next_token_loss
 from .ngram import NGramTask, log_uniform, sample_urn
+from .ngram_landscape import next_token_loss
 from .validation import as_tensor, check_float, check_int
 
 __all__ = [
@@ -119,7 +119,7 @@ class NGramStream:
 
 
 def make_loss_fn(eps: float = 1e-8) -> Callable:
-    """``loss_fn(model, batch)``: mean :func:`~ccmc_lite.landscape.next_token_loss` of a batch.
+    """``loss_fn(model, batch)``: batch mean of :func:`~ccmc_lite.ngram_landscape.next_token_loss`.
 
     ``batch`` is ``(tokens, target)`` or ``(tokens, target, query_pos)``.
     """
@@ -233,11 +233,11 @@ def checkpoint_gradient_norms(
 
     The per-step norms recorded by the trainer are norms of *mini-batch* gradients and are
     dominated by sampling noise; here the gradient of the loss on a large fixed batch is
-    estimated without that bias (:func:`ccmc_lite.landscape.gradient_norm`, two halves).
+    estimated without that bias (:func:`ccmc_lite.ngram_landscape.gradient_norm`, two halves).
     ``every = m`` uses every ``m``-th checkpoint only. Returns ``(steps, norms)`` with
     ``norms`` of shape ``(R, len(steps))``.
     """
-    from .landscape import gradient_norm
+    from .ngram_landscape import gradient_norm
 
     every = check_int("every", every, minimum=1)
     steps = sorted(result.checkpoints)[::every]

@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.landscape (Varre et al. 2025, Lemma 3.1, Prop. 3.2, Thm. 4.2)."""
+"""Tests for ccmc_lite.ngram_landscape (Varre et al. 2025, Lemma 3.1, Prop. 3.2, Thm. 4.2)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccmc_lite.disentangled import SimplifiedTransformer, load_parameters, theta_star
-from ccmc_lite.landscape import (
+from ccmc_lite.ngram import NGramTask, sample_batch, sample_transitions, sample_urn
+from ccmc_lite.ngram_landscape import (
     SuffixModel,
     exact_population_gradient,
     fit_theorem42,
@@ -25,7 +26,6 @@ from ccmc_lite.landscape import (
     suffix_law,
     theorem42_trend,
 )
-from ccmc_lite.ngram import NGramTask, sample_batch, sample_transitions, sample_urn
 
 
 def test_next_token_loss_eps_and_dropping():
