@@ -21,7 +21,6 @@ Makkuva et al. (2024) build explicit parameters: the bigram (global-minimum) poi
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +28,12 @@ from typing import Any
 import torch
 from torch.func import functional_call, vmap
 
-from .markov import check_kernel, lag_one_covariance, stationary_distribution
+from .markov import (
+    check_kernel,
+    enumerate_chains,
+    lag_one_covariance,
+    stationary_distribution,
+)
 from .markov_transformer import MarkovTransformer
 from .validation import as_tensor, check_choice, check_float, check_int, check_probability
 
@@ -150,10 +154,6 @@ def _attention_off(model: MarkovTransformer) -> bool:
     return all(bool((block.W_O == 0).all()) for block in model.blocks)
 
 
-def _all_sequences(K: int, N: int) -> torch.Tensor:
-    return torch.tensor(list(itertools.product(range(K), repeat=N)), dtype=torch.long)
-
-
 def _exact_loss(call, P: torch.Tensor, N: int, method: str) -> torch.Tensor:
     """Exact eq. (1) for a callable ``tokens (B, N) -> log-probs (B, N, K)``."""
     K = P.shape[0]
@@ -162,9 +162,8 @@ def _exact_loss(call, P: torch.Tensor, N: int, method: str) -> torch.Tensor:
         x = torch.arange(K).unsqueeze(1).expand(K, N)  # constant sequences i, i, ..., i
         logp = call(x)  # (K, N, K): log f(j | x_n = i) at every position n
         return -(pi[:, None, None] * P[:, None, :] * logp).sum() / N
-    seqs = _all_sequences(K, N)  # (K^N, N)
-    logprob = pi.log()[seqs[:, 0]] + P.log()[seqs[:, :-1], seqs[:, 1:]].sum(-1)
-    weights = logprob.exp()  # (K^N,) probability of each input sequence
+    seqs, weights = enumerate_chains(P, N, max_sequences=K**N)  # (K^N, N), (K^N,)
+    weights = weights.to(P.dtype)
     logp = call(seqs)  # (K^N, N, K)
     rows = P[seqs]  # (K^N, N, K): law of the next token given the current one
     return -(weights[:, None, None] * rows * logp).sum() / N
@@ -281,7 +280,7 @@ def population_hessian(
 
 
 def _pos_moments(pos: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    pos = as_tensor("pos", pos, ndim=2)
+    pos = as_tensor("pos", pos, ndim=2).detach()
     u = pos.mean(0)  # (d,)
     V0 = pos.T @ pos / pos.shape[0]  # (d, d): sum_n p_n p_n^T / N
     return u, V0

@@ -19,6 +19,7 @@ of every run together.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -40,6 +41,7 @@ __all__ = [
     "empirical_transitions",
     "entropy",
     "entropy_rate",
+    "enumerate_chains",
     "lag_one_covariance",
     "mutual_information",
     "random_kernel",
@@ -192,7 +194,7 @@ def entropy_rate(P: Any) -> torch.Tensor:
 
 
 def binary_entropy_rate(p: float, q: float) -> float:
-    """Closed form ``(q h(p) + p h(q)) / (p + q)`` for ``P(p, q)`` (Makkuva et al. 2024, Sec. 2.2)."""
+    """Closed form ``(q h(p) + p h(q)) / (p + q)`` for ``P(p, q)`` (Makkuva et al. 2024, 2.2)."""
     p = check_probability("p", p)
     q = check_probability("q", q)
     h = binary_entropy(torch.tensor([p, q], dtype=torch.float64))
@@ -267,7 +269,7 @@ def sample_chains(
     generator: torch.Generator | None = None,
     init: Any = "stationary",
 ) -> torch.Tensor:
-    """Sample ``n`` sequences of length ``T`` from the chain ``(init, P)``, for many kernels at once.
+    """Sample ``n`` sequences of length ``T`` from ``(init, P)``, for many kernels at once.
 
     Parameters
     ----------
@@ -310,6 +312,34 @@ def sample_chains(
     for t in range(T - 1):
         states.append(torch.gather(maps[t], -1, states[-1].unsqueeze(-1))[..., 0])
     return torch.stack(states, -1)
+
+
+def enumerate_chains(
+    P: Any, N: int, *, max_sequences: int = 2**16
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """All ``K^N`` sequences of length ``N`` and their probabilities under ``(π, P)``.
+
+    Returns ``(x, prob)`` with ``x`` of shape ``(K^N, N)`` (lexicographic order) and
+    ``prob`` of shape ``(K^N,)`` (float64, sums to one). Used for exact population losses
+    (Makkuva et al. 2024, eq. (1)) of models that look at the whole past.
+
+    Raises
+    ------
+    ValueError
+        If ``K^N`` exceeds ``max_sequences``.
+    """
+    P = check_kernel(P)
+    if P.ndim != 2:
+        raise ValueError(f"P must be one kernel of shape (K, K); got {tuple(P.shape)}")
+    N = check_int("N", N, minimum=1)
+    max_sequences = check_int("max_sequences", max_sequences, minimum=1)
+    K = P.shape[0]
+    if K**N > max_sequences:
+        raise ValueError(f"K**N = {K}**{N} exceeds max_sequences={max_sequences}")
+    x = torch.tensor(list(itertools.product(range(K), repeat=N)), dtype=torch.long)
+    pi = stationary_distribution(P)
+    prob = pi[x[:, 0]] * P[x[:, :-1], x[:, 1:]].prod(-1)
+    return x, prob
 
 
 def empirical_transitions(x: Any, K: int) -> torch.Tensor:

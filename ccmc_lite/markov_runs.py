@@ -18,7 +18,13 @@ from typing import Any
 import torch
 from torch.func import functional_call, vmap
 
-from .markov import check_kernel, entropy_rate, sample_chains, unigram_entropy
+from .markov import (
+    check_kernel,
+    entropy_rate,
+    sample_chains,
+    stationary_distribution,
+    unigram_entropy,
+)
 from .markov_transformer import (
     MarkovTransformer,
     check_model_options,
@@ -200,12 +206,14 @@ def train_markov(
     batch_size = check_int("batch_size", batch_size, minimum=1)
     N = opts["N"]
     P32 = P.to(torch.float32)
+    pi = stationary_distribution(P)  # (R, K): each chain starts at its stationary law
 
     def make_model() -> MarkovTransformer:
         return MarkovTransformer(**opts)
 
     def batch_fn(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        return sample_chains(P[runs.cpu()], batch_size, N + 1, generator=gen)  # (R, B, N+1)
+        idx = runs.cpu()
+        return sample_chains(P[idx], batch_size, N + 1, generator=gen, init=pi[idx])
 
     setting = f"{label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})"
     result = train_runs(

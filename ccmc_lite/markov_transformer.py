@@ -249,7 +249,7 @@ class MarkovTransformer(nn.Module):
         return torch.log_softmax(logits, -1)
 
     def predict_proba(self, x: Any) -> torch.Tensor:
-        """Next-token probabilities ``(B, T, K)`` for tokens ``x`` (validated), without gradients."""
+        """Next-token probabilities ``(B, T, K)`` of tokens ``x`` (validated), no gradients."""
         tokens = check_tokens("x", x, self.K, ndim=(1, 2))
         with torch.no_grad():
             return self(tokens).exp()
@@ -292,7 +292,7 @@ def check_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_model(**options: Any) -> MarkovTransformer:
-    """A freshly initialised :class:`MarkovTransformer`; unknown option names raise ``ValueError``."""
+    """A new :class:`MarkovTransformer`; an unknown option name raises ``ValueError``."""
     return MarkovTransformer(**check_model_options(options))
 
 
