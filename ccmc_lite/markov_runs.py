@@ -33,13 +33,12 @@ from .markov_transformer import (
 )
 from .seeding import derive_seed, torch_generator
 from .training import TrainConfig, TrainResult, train_runs
-from .validation import check_float, check_int, check_seed
+from .validation import check_int, check_seed
 
 __all__ = [
     "MarkovRuns",
     "attention_ratio",
     "markov_config",
-    "paper_cost_seconds",
     "train_markov",
     "unigram_gap",
     "zero_position_probs",
@@ -113,8 +112,10 @@ class MarkovRuns:
         return self.result.checkpoints[step]
 
     def module(self, run: int, step: int | None = None) -> MarkovTransformer:
-        """A standalone copy of one run's model."""
-        return self.result.module(run, step)  # type: ignore[return-value]
+        """A standalone copy of one run's model, for inspection (no gradients)."""
+        model = self.result.module(run, step)
+        model.requires_grad_(False)
+        return model  # type: ignore[return-value]
 
     def test_sequences(self, n_test: int, seed: int) -> torch.Tensor:
         """``n_test`` sequences of length ``N`` per run from its own chain: ``(R, n_test, N)``."""
@@ -286,24 +287,3 @@ def attention_ratio(model: MarkovTransformer, x: Any) -> float:
         num = parts["attention"][0].norm(dim=-1)
         den = parts["y"][0].norm(dim=-1).clamp_min(1e-12)
     return float((num / den).mean())
-
-
-def paper_cost_seconds(
-    measured_steps_per_s: float,
-    *,
-    measured_tokens_per_step: int,
-    paper_tokens_per_step: int,
-    paper_steps: int,
-    attention_factor: float = 1.0,
-) -> float:
-    """Estimate the wall time of a paper-profile run from a measured throughput.
-
-    Scales the measured time per step by the ratio of tokens per step (and by
-    ``attention_factor`` for the quadratic attention cost of longer sequences).
-    """
-    rate = check_float("measured_steps_per_s", measured_steps_per_s, minimum=0.0, open_lower=True)
-    mt = check_int("measured_tokens_per_step", measured_tokens_per_step, minimum=1)
-    pt = check_int("paper_tokens_per_step", paper_tokens_per_step, minimum=1)
-    ps = check_int("paper_steps", paper_steps, minimum=1)
-    factor = check_float("attention_factor", attention_factor, minimum=0.0, open_lower=True)
-    return ps * (pt / mt) * factor / rate
