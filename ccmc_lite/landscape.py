@@ -41,16 +41,19 @@ __all__ = [
     "appendix_d_logits",
     "binary_unigram_hessian",
     "fit_appendix_d",
+    "gauge_restrict",
     "loss_plane",
     "low_rank_summary",
     "param_layout",
     "population_hessian",
     "population_loss",
+    "symbolic_unigram_hessian",
     "symmetric_threshold",
     "theta_pi",
     "theta_star",
     "unigram_curvature",
     "unigram_hessian",
+    "unigram_inputs",
 ]
 
 
@@ -72,8 +75,10 @@ def _kernel_for(model: MarkovTransformer, P: Any) -> torch.Tensor:
 def _zero_attention_and_ff(model: MarkovTransformer) -> None:
     with torch.no_grad():
         for block in model.blocks:
-            block.W_O.zero_()
-            block.W_2.zero_()
+            if block.attention:
+                block.W_O.zero_()
+            if block.feed_forward:
+                block.W_2.zero_()
 
 
 def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransformer:
@@ -101,6 +106,8 @@ def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransforme
         raise ValueError(f"theta_star is the binary construction; the model has K={model.K}")
     if model.layer_norm:
         raise ValueError("theta_star needs a model without layer norm (layer_norm=False)")
+    if p + q > 1 and not model.feed_forward:
+        raise ValueError("theta_star for p + q > 1 (eq. (10)) needs the FF layer")
     out = copy.deepcopy(model)
     d, r = out.d, out.ff_width
     gap = math.log((1 - p) * (1 - q) / (p * q))  # > 0 iff p + q < 1
@@ -151,7 +158,7 @@ def theta_pi(model: MarkovTransformer, P: Any) -> MarkovTransformer:
 
 
 def _attention_off(model: MarkovTransformer) -> bool:
-    return all(bool((block.W_O == 0).all()) for block in model.blocks)
+    return all(not block.attention or bool((block.W_O == 0).all()) for block in model.blocks)
 
 
 def _exact_loss(call, P: torch.Tensor, N: int, method: str) -> torch.Tensor:
@@ -328,7 +335,9 @@ def binary_unigram_hessian(p: float, q: float, pos: Any, *, tied: bool = True) -
     return scale * H
 
 
-def unigram_hessian(P: Any, pos: Any, *, tied: bool = True) -> torch.Tensor:
+def unigram_hessian(
+    P: Any, pos: Any, *, tied: bool = True, ff_jacobian: Any = None
+) -> torch.Tensor:
     """Closed-form Hessian at the ``K``-state unigram point w.r.t. ``α`` (``K > 2`` model).
 
     With ``Σ_π = diag(π) - π πᵀ`` (the Hessian of the log-softmax loss at ``π``),
@@ -348,24 +357,47 @@ def unigram_hessian(P: Any, pos: Any, *, tied: bool = True) -> torch.Tensor:
 
     For ``K = 2`` these reduce to eq. (12) and the Thm. 3 block of Makkuva et al. (2024)
     (Part II, chapter "Beyond two states", derives them).
+
+    Parameters
+    ----------
+    P : array-like
+        The kernel ``(K, K)``.
+    pos : array-like
+        ``(N, d)``: the positional embeddings ``p_n`` or, with a non-zero FF layer, the
+        activations ``q_n`` that position ``n`` produces at ``E = 0`` (see
+        :func:`unigram_inputs`).
+    tied : bool
+        Weight tying.
+    ff_jacobian : array-like, optional
+        ``M̄ = (1/N) Σ_n ∂z_n/∂y_n`` (``d x d``), the mean Jacobian of the blocks at
+        ``E = 0``; ``I`` (default) when ``W_2 = 0``. It replaces ``I_d`` in the bilinear
+        term: ``-(Cᵀ ⊗ M̄ + C ⊗ M̄ᵀ)`` (tied) and ``-Cᵀ ⊗ M̄`` (untied), i.e. the tied
+        switching term becomes ``-2 C_s ⊗ S + 2 C_a ⊗ Ā`` with ``S``/``Ā`` the symmetric /
+        antisymmetric parts of ``M̄`` and ``C_a = (C - Cᵀ)/2``.
     """
     P = check_kernel(P)
     if P.ndim != 2:
         raise ValueError(f"P must be one kernel of shape (K, K); got {tuple(P.shape)}")
     u, V0 = _pos_moments(pos)
     d = u.shape[0]
+    if ff_jacobian is None:
+        M = torch.eye(d, dtype=torch.float64)
+    else:
+        M = as_tensor("ff_jacobian", ff_jacobian, ndim=2).detach()
+        if tuple(M.shape) != (d, d):
+            raise ValueError(f"ff_jacobian must have shape ({d}, {d}); got {tuple(M.shape)}")
     pi = stationary_distribution(P)
     K = pi.shape[0]
     Sigma = torch.diag(pi) - torch.outer(pi, pi)
     C = lag_one_covariance(P)
-    Cs = (C + C.T) / 2
-    eye = torch.eye(d, dtype=torch.float64)
+    CT = C.T.contiguous()
     H_bb = Sigma
     H_bW = torch.kron(Sigma, u.unsqueeze(0))  # (K, K d)
     H_WW = torch.kron(Sigma, V0)  # (K d, K d)
     if tied:
         top = torch.cat([H_bb, H_bW], 1)
-        bottom = torch.cat([H_bW.T, H_WW - 2 * torch.kron(Cs, eye)], 1)
+        bilinear = torch.kron(CT, M) + torch.kron(C, M.T.contiguous())
+        bottom = torch.cat([H_bW.T, H_WW - bilinear], 1)
         return torch.cat([top, bottom], 0)
     Kd = K * d
     H = torch.zeros(K + 2 * Kd, K + 2 * Kd, dtype=torch.float64)
@@ -373,9 +405,62 @@ def unigram_hessian(P: Any, pos: Any, *, tied: bool = True) -> torch.Tensor:
     H[:K, K : K + Kd] = H_bW
     H[K : K + Kd, :K] = H_bW.T
     H[K : K + Kd, K : K + Kd] = H_WW
-    H[K : K + Kd, K + Kd :] = -torch.kron(C.T.contiguous(), eye)
-    H[K + Kd :, K : K + Kd] = -torch.kron(C, eye)
+    H[K : K + Kd, K + Kd :] = -torch.kron(CT, M)
+    H[K + Kd :, K : K + Kd] = -torch.kron(CT, M).T
     return H
+
+
+def unigram_inputs(model: MarkovTransformer) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the blocks make of position ``n`` at ``E = 0``: ``q_n`` and the mean Jacobian ``M̄``.
+
+    With the attention switched off (``W_O = 0``) and no layer norm, block ``ℓ`` maps
+    ``y -> y + W_2 ReLU(W_1 y)``; at ``E = 0`` the input is ``p_n``. Returns
+    ``q = (z(p_n))_n`` of shape ``(N, d)`` and ``M̄ = (1/N) Σ_n ∂z/∂y (p_n)`` of shape
+    ``(d, d)``, the two inputs of :func:`unigram_hessian` on the whole set of unigram
+    points ``{E = 0, b = log π}`` (float64).
+    """
+    model = copy.deepcopy(_check_model(model)).to(torch.float64)
+    if model.layer_norm:
+        raise ValueError("unigram_inputs needs a model without layer norm")
+    if not _attention_off(model):
+        raise ValueError("unigram_inputs needs the attention switched off (W_O = 0)")
+
+    def blocks(y: torch.Tensor) -> torch.Tensor:  # (d,) -> (d,)
+        h = y.reshape(1, 1, -1)
+        for block in model.blocks:
+            h, _ = block(h)
+        return h.reshape(-1)
+
+    pos = model.pos.detach()
+    q = torch.stack([blocks(p_n) for p_n in pos]).detach()
+    jac = torch.stack([torch.autograd.functional.jacobian(blocks, p_n) for p_n in pos])
+    return q, jac.mean(0).detach()
+
+
+def _ones_complement(K: int) -> torch.Tensor:
+    """Orthonormal basis of the subspace orthogonal to ``1`` in ``R^K``: shape ``(K, K-1)``."""
+    ones = torch.ones(K, 1, dtype=torch.float64) / math.sqrt(K)
+    Q, _ = torch.linalg.qr(torch.cat([ones, torch.eye(K, dtype=torch.float64)], 1))
+    return Q[:, 1:K].contiguous()
+
+
+def gauge_restrict(H: Any, K: int, d: int) -> torch.Tensor:
+    """Restrict a tied ``(b, vec E)`` Hessian to the slice ``1ᵀb = const``, ``1ᵀE = 0``.
+
+    The loss of the tied model is exactly invariant under ``b -> b + c 1`` and
+    ``(E, p_n) -> (E + 1 wᵀ, p_n - w)``, so these directions are always flat; the slice
+    removes them. Returns ``Bᵀ H B`` of shape ``(K-1 + (K-1) d)²``, whose smallest
+    eigenvalue decides (together with the flat non-readout directions) whether the
+    unigram point is a local minimum (Part II, "Beyond two states").
+    """
+    K = check_int("K", K, minimum=2)
+    d = check_int("d", d, minimum=1)
+    H = as_tensor("H", H, ndim=2)
+    if tuple(H.shape) != (K + K * d, K + K * d):
+        raise ValueError(f"H must have shape ({K + K * d}, {K + K * d}); got {tuple(H.shape)}")
+    B1 = _ones_complement(K)
+    B = torch.block_diag(B1, torch.kron(B1, torch.eye(d, dtype=torch.float64)))
+    return B.T @ H @ B
 
 
 def unigram_curvature(P: Any) -> torch.Tensor:
@@ -390,11 +475,7 @@ def unigram_curvature(P: Any) -> torch.Tensor:
     """
     C = lag_one_covariance(P)
     Cs = (C + C.transpose(-1, -2)) / 2
-    K = Cs.shape[-1]
-    # Orthonormal basis of 1^perp: the last K-1 columns of a QR of [1, I].
-    ones = torch.ones(K, 1, dtype=torch.float64) / math.sqrt(K)
-    Q, _ = torch.linalg.qr(torch.cat([ones, torch.eye(K, dtype=torch.float64)], 1))
-    B = Q[:, 1:K]  # (K, K-1)
+    B = _ones_complement(Cs.shape[-1])  # (K, K-1)
     return torch.linalg.eigvalsh(-(B.T @ Cs @ B))
 
 
@@ -493,7 +574,8 @@ def low_rank_summary(model: MarkovTransformer, block: int = 0) -> dict[str, torc
     blk = model.blocks[block]
     out = {}
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_1", "W_2"):
-        out[name] = torch.linalg.svdvals(getattr(blk, name).detach().to(torch.float64))
+        if hasattr(blk, name):
+            out[name] = torch.linalg.svdvals(getattr(blk, name).detach().to(torch.float64))
     out["pos (centred)"] = torch.linalg.svdvals(
         (model.pos - model.pos.mean(0)).detach().to(torch.float64)
     )
@@ -511,8 +593,8 @@ def fit_appendix_d(model: MarkovTransformer) -> dict[str, float]:
     norm) and ``W2_vs_W1T`` (cosine similarity of ``W_2`` and ``W_1ᵀ``).
     """
     model = _check_model(model)
-    if model.K != 2 or not model.tied:
-        raise ValueError("fit_appendix_d needs a binary (K=2) weight-tied model")
+    if model.K != 2 or not model.tied or not model.feed_forward:
+        raise ValueError("fit_appendix_d needs a binary (K=2) weight-tied model with FF layer")
     with torch.no_grad():
         e_vec = model.e.detach().to(torch.float64)
         v = torch.sign(e_vec)
@@ -545,3 +627,76 @@ def fit_appendix_d(model: MarkovTransformer) -> dict[str, float]:
             "W1_rank1": float(S[0] / S.norm()),
             "W2_vs_W1T": cos,
         }
+
+
+def symbolic_unigram_hessian(K: int, d: int = 2, N: int = 2, *, tied: bool = True) -> tuple:
+    """Derive in SymPy the Hessian of the exact loss at the ``K``-state unigram point.
+
+    Everything is symbolic: the kernel entries ``P_ij`` (rows sum to one), the marginal
+    ``π`` (entries sum to one), the ``N`` positional embeddings in ``R^d``. At ``θ_π``
+    (``W_O = W_2 = 0``) the logits of context ``x_n = i`` are the polynomial
+    ``A (e_i + p_n) + b`` with ``A = E`` when tied, and the loss is
+    ``-(1/N) Σ_n Σ_i π_i Σ_j P_ij log softmax_j``. The Hessian is assembled by the chain
+    rule, ``Σ π_i (Jᵀ ∇²ℓ J + Σ_j ∂ℓ/∂z_j ∇² z_j) / N``, with the derivatives of the
+    log-softmax loss ``ℓ`` taken by SymPy at ``z = log π``.
+
+    Returns
+    -------
+    (derived, formula, symbols)
+        Two SymPy matrices in the coordinates ``(b, vec A, vec E)`` (untied) or
+        ``(b, vec E)`` (tied), rows of ``E`` first, and a dict of the symbols used. The
+        formula is :func:`unigram_hessian` written symbolically.
+    """
+    import sympy as sp
+    from sympy.physics.quantum import TensorProduct
+
+    K = check_int("K", K, minimum=2)
+    d = check_int("d", d, minimum=1)
+    N = check_int("N", N, minimum=1)
+    P = sp.Matrix(K, K, lambda i, j: sp.Symbol(f"P{i}{j}"))
+    P = P.subs({P[i, K - 1]: 1 - sum(P[i, j] for j in range(K - 1)) for i in range(K)})
+    free_pi = [sp.Symbol(f"pi{i}", positive=True) for i in range(K - 1)]
+    pi = sp.Matrix([*free_pi, 1 - sum(free_pi)])
+    b = sp.Matrix(sp.symbols(f"b0:{K}"))
+    E = sp.Matrix(K, d, lambda k, c: sp.Symbol(f"E{k}{c}"))
+    A = E if tied else sp.Matrix(K, d, lambda k, c: sp.Symbol(f"A{k}{c}"))
+    pos = [sp.Matrix(sp.symbols(f"p{n}_0:{d}")) for n in range(N)]
+    coords = [*b, *([] if tied else list(A)), *E]
+    at = {**{s: 0 for s in [*E, *A]}, **{b[k]: sp.log(pi[k]) for k in range(K)}}
+    z = sp.Matrix(sp.symbols(f"z0:{K}"))
+    at_z = {z[k]: sp.log(pi[k]) for k in range(K)}
+    H = sp.zeros(len(coords), len(coords))
+    for i in range(K):
+        ell = -sum(P[i, j] * (z[j] - sp.log(sum(sp.exp(zk) for zk in z))) for j in range(K))
+        grad_ell = [sp.diff(ell, zj).subs(at_z) for zj in z]
+        hess_ell = sp.hessian(ell, list(z)).subs(at_z)
+        for n in range(N):
+            logits = A * (E[i, :].T + pos[n]) + b  # (K, 1), polynomial in the parameters
+            J = logits.jacobian(coords).subs(at)
+            second = sum(
+                (grad_ell[j] * sp.hessian(logits[j], coords).subs(at) for j in range(K)),
+                sp.zeros(len(coords), len(coords)),
+            )
+            H += pi[i] * (J.T * hess_ell * J + second) / N
+    H = H.applyfunc(lambda e: sp.cancel(sp.expand(e)))
+    Sigma = sp.diag(*pi) - pi * pi.T
+    C = sp.diag(*pi) * P - pi * pi.T
+    Cs = (C + C.T) / 2
+    u = sum(pos, sp.zeros(d, 1)) / N
+    V0 = sum((pn * pn.T for pn in pos), sp.zeros(d, d)) / N
+    kron = TensorProduct
+    if tied:
+        blocks = [
+            [Sigma, kron(Sigma, u.T)],
+            [kron(Sigma, u), kron(Sigma, V0) - 2 * kron(Cs, sp.eye(d))],
+        ]
+    else:
+        Z = sp.zeros(K * d, K * d)
+        blocks = [
+            [Sigma, kron(Sigma, u.T), sp.zeros(K, K * d)],
+            [kron(Sigma, u), kron(Sigma, V0), -kron(C.T, sp.eye(d))],
+            [sp.zeros(K * d, K), -kron(C, sp.eye(d)), Z],
+        ]
+    formula = sp.BlockMatrix(blocks).as_explicit()
+    symbols = {"P": P, "pi": pi, "pos": pos, "coords": coords, "C": C, "Sigma": Sigma}
+    return H, formula, symbols

@@ -39,6 +39,7 @@ __all__ = [
     "MarkovRuns",
     "attention_ratio",
     "markov_config",
+    "plot_pq_grid",
     "train_markov",
     "unigram_gap",
     "zero_position_probs",
@@ -170,6 +171,8 @@ def train_markov(
     label: str = "",
     batched: bool = True,
     progress: bool = True,
+    chunk_size: int | None = None,
+    device: torch.device | str | None = "cpu",
 ) -> MarkovRuns:
     """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
 
@@ -192,6 +195,15 @@ def train_markov(
         Names the experiment in progress lines and in the error raised on a non-finite loss.
     batched : bool
         ``False`` trains the same runs one after another (the benchmark baseline).
+    progress : bool
+        Print text progress lines.
+    chunk_size : int, optional
+        Train at most this many runs per batched program (consecutive chunks of runs; chunk
+        ``c`` uses the seed ``derive_seed(seed, c)``). Only needed where one program of all
+        runs does not fit in memory (the paper profile at ``N = 1024``); ``None``: one
+        program.
+    device : optional
+        Where to train (``"cpu"`` default; ``None`` picks CUDA when available).
 
     Raises
     ------
@@ -213,39 +225,90 @@ def train_markov(
         return MarkovTransformer(**opts)
 
     def batch_fn(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        idx = runs.cpu()
+        idx = runs.cpu()  # (R,) run indices into the kernels
         return sample_chains(P[idx], batch_size, N + 1, generator=gen, init=pi[idx])
 
-    setting = f"{label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})"
-    result = train_runs(
-        make_model,
-        next_token_loss,
-        batch_fn,
-        n_runs=int(P.shape[0]),
-        config=config,
-        seed=seed,
-        batched=batched,
-        label=setting.strip(),
-        progress=progress,
+    setting = f"{label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})".strip()
+    R = int(P.shape[0])
+    size = R if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
+    parts = []
+    for c, start in enumerate(range(0, R, size)):
+        stop = min(start + size, R)
+        offset = start
+
+        def chunk_batch(step: int, runs: torch.Tensor, gen: torch.Generator, offset=offset):
+            return batch_fn(step, runs + offset, gen)
+
+        parts.append(
+            train_runs(
+                make_model,
+                next_token_loss,
+                chunk_batch,
+                n_runs=stop - start,
+                config=config,
+                seed=seed if size >= R else derive_seed(seed, c),
+                batched=batched,
+                label=setting if size >= R else f"{setting} [runs {start}-{stop - 1}]",
+                progress=progress,
+                device=device,
+            )
+        )
+    result = parts[0] if len(parts) == 1 else _concatenate(parts)
+    return MarkovRuns(result=result, kernels=P32, options=opts, batch_size=batch_size)
+
+
+def _concatenate(parts: list[TrainResult]) -> TrainResult:
+    """Stack the runs of several :class:`TrainResult` objects (same config) along axis 0."""
+
+    def cat(dicts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        return {k: torch.cat([d[k] for d in dicts]) for k in dicts[0]}
+
+    return TrainResult(
+        params=cat([p.params for p in parts]),
+        buffers=cat([p.buffers for p in parts]) if parts[0].buffers else {},
+        loss=torch.cat([p.loss for p in parts]),
+        grad_norm=torch.cat([p.grad_norm for p in parts]),
+        eval_steps=parts[0].eval_steps,
+        evals=cat([p.evals for p in parts]) if parts[0].evals else {},
+        checkpoints={s: cat([p.checkpoints[s] for p in parts]) for s in parts[0].checkpoints},
+        seconds=sum(p.seconds for p in parts),
+        config=parts[0].config,
+        template=parts[0].template,
     )
-    runs = MarkovRuns(result=result, kernels=P32, options=opts, batch_size=batch_size)
-    return runs
 
 
-def unigram_gap(loss: Any, kernels: Any) -> torch.Tensor:
+def unigram_gap(loss: Any, kernels: Any, *, undefined: float | None = None) -> torch.Tensor:
     """Where a loss sits between the bigram and the unigram: ``(L - H_rate) / I(x_n; x_{n+1})``.
 
     0 means the entropy rate (global minimum, Thm. 1), 1 the unigram loss ``H(pi)``
     (Thm. 2). ``loss`` has shape ``(R, ...)`` and ``kernels`` ``(R, K, K)``.
+
+    Parameters
+    ----------
+    loss : array-like
+        Losses, leading axis = run.
+    kernels : array-like
+        ``(R, K, K)``.
+    undefined : float, optional
+        Value returned for runs whose chain has ``I(x_n; x_{n+1}) = 0`` (``x_n`` and
+        ``x_{n+1}`` independent, e.g. ``p + q = 1``), where the gap is 0/0. By default
+        such runs raise ``ValueError``.
     """
     P = check_kernel(kernels, "kernels")
     L = torch.as_tensor(loss, dtype=torch.float64)
     rate = entropy_rate(P)
     gap = unigram_entropy(P) - rate  # mutual information, (R,)
-    if bool((gap <= 1e-9).any()):
-        raise ValueError("unigram_gap is undefined where x_n and x_{n+1} are independent")
+    flat = gap <= 1e-12
+    if bool(flat.any()) and undefined is None:
+        raise ValueError(
+            "unigram_gap is undefined where x_n and x_{n+1} are independent "
+            f"(runs {flat.nonzero().flatten().tolist()[:10]}); pass undefined=<value>"
+        )
     shape = (-1, *([1] * (L.ndim - 1)))
-    return (L - rate.reshape(shape)) / gap.reshape(shape)
+    out = (L - rate.reshape(shape)) / gap.clamp_min(1e-12).reshape(shape)
+    if bool(flat.any()):
+        out = torch.where(flat.reshape(shape), torch.full_like(out, float(undefined)), out)
+    return out
 
 
 def zero_position_probs(x: Any, probs: Any, *, count: int, token: int = 0) -> torch.Tensor:
@@ -287,3 +350,68 @@ def attention_ratio(model: MarkovTransformer, x: Any) -> float:
         num = parts["attention"][0].norm(dim=-1)
         den = parts["y"][0].norm(dim=-1).clamp_min(1e-12)
     return float((num / den).mean())
+
+
+def plot_pq_grid(
+    ax: Any,
+    values: Any,
+    grid: Sequence[float],
+    *,
+    title: str = "",
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    mask: Any = None,
+    fmt: str = "{:.2f}",
+    colorbar_label: str | None = None,
+) -> Any:
+    """Heat map of ``values[i, j]`` at ``(p, q) = (grid[i], grid[j])`` (Fig. 4 layout).
+
+    ``p`` runs along the x-axis and ``q`` up the y-axis; each cell is annotated; the line
+    ``p + q = 1`` is dashed; cells where ``mask`` is true are greyed out and marked "–".
+    The grid must be evenly spaced.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    V = np.asarray(torch.as_tensor(values, dtype=torch.float64))
+    g = np.asarray(grid, dtype=float)
+    G = len(g)
+    if V.shape != (G, G):
+        raise ValueError(f"values must have shape ({G}, {G}) to match grid; got {V.shape}")
+    step = np.diff(g)
+    if G < 2 or not np.allclose(step, step[0]):
+        raise ValueError("grid must hold at least two evenly spaced values")
+    M = np.zeros_like(V, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    shown = np.ma.masked_array(V, mask=M)
+    im = ax.imshow(shown.T, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal")
+    ax.set_facecolor("0.85")
+    labels = [f"{v:g}" for v in g]
+    ax.set_xticks(range(G), labels)
+    ax.set_yticks(range(G), labels)
+    ax.set(xlabel="$p$", ylabel="$q$", title=title)
+    ax.grid(False)
+    c = (1.0 - 2.0 * g[0]) / step[0]  # p + q = 1  <=>  i + j = c
+    ax.plot([-0.5, G - 0.5], [c + 0.5, c - G + 0.5], "w--", lw=1.5)
+    ax.set_xlim(-0.5, G - 0.5)
+    ax.set_ylim(-0.5, G - 0.5)
+    for i in range(G):
+        for j in range(G):
+            if M[i, j]:
+                ax.text(i, j, "–", ha="center", va="center", fontsize=7, color="black")
+                continue
+            r, gr, b, _ = im.cmap(im.norm(V[i, j]))
+            light = 0.299 * r + 0.587 * gr + 0.114 * b > 0.5  # text colour by cell luminance
+            ax.text(
+                i,
+                j,
+                fmt.format(V[i, j]),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="black" if light else "white",
+            )
+    cb = plt.colorbar(im, ax=ax, shrink=0.8)
+    if colorbar_label:
+        cb.set_label(colorbar_label)
+    return im

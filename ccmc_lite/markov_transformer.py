@@ -52,6 +52,8 @@ MODEL_OPTIONS: dict[str, Any] = {
     "ff_width": None,
     "attn_dim": None,
     "init_std": 0.02,
+    "attention": True,
+    "feed_forward": True,
 }
 
 
@@ -59,16 +61,27 @@ class _Block(nn.Module):
     """One attention + feed-forward block with skip connections (paper, App. A)."""
 
     def __init__(
-        self, d: int, m: int, r: int, layer_norm: bool, init_std: float, depth: int
+        self,
+        d: int,
+        m: int,
+        r: int,
+        layer_norm: bool,
+        init_std: float,
+        depth: int,
+        attention: bool = True,
+        feed_forward: bool = True,
     ) -> None:
         super().__init__()
         proj_std = init_std / math.sqrt(2 * depth)  # GPT-2: scaled init of residual outputs
-        self.W_Q = nn.Parameter(torch.randn(m, d) * init_std)
-        self.W_K = nn.Parameter(torch.randn(m, d) * init_std)
-        self.W_V = nn.Parameter(torch.randn(m, d) * init_std)
-        self.W_O = nn.Parameter(torch.randn(d, m) * proj_std)
-        self.W_1 = nn.Parameter(torch.randn(r, d) * init_std)
-        self.W_2 = nn.Parameter(torch.randn(d, r) * proj_std)
+        self.attention, self.feed_forward = attention, feed_forward
+        if attention:
+            self.W_Q = nn.Parameter(torch.randn(m, d) * init_std)
+            self.W_K = nn.Parameter(torch.randn(m, d) * init_std)
+            self.W_V = nn.Parameter(torch.randn(m, d) * init_std)
+            self.W_O = nn.Parameter(torch.randn(d, m) * proj_std)
+        if feed_forward:
+            self.W_1 = nn.Parameter(torch.randn(r, d) * init_std)
+            self.W_2 = nn.Parameter(torch.randn(d, r) * proj_std)
         self.layer_norm = layer_norm
         if layer_norm:
             self.ln1_w = nn.Parameter(torch.ones(d))
@@ -80,16 +93,21 @@ class _Block(nn.Module):
         # h: (B, T, d). Returns (z, attention contribution), both (B, T, d).
         T = h.shape[-2]
         d = h.shape[-1]
-        u = F.layer_norm(h, (d,), self.ln1_w, self.ln1_b) if self.layer_norm else h
-        q = (u @ self.W_Q.T) / math.sqrt(self.W_Q.shape[0])  # (B, T, m), scaled by 1/sqrt(m)
-        k = u @ self.W_K.T
-        v = u @ self.W_V.T
-        mask = torch.full((T, T), float("-inf"), dtype=h.dtype, device=h.device).triu(
-            1
-        )  # causal: i <= n
-        att = torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1)  # (B, T, T): att[n, i]
-        contribution = (att @ v) @ self.W_O.T  # (B, T, d)
+        if self.attention:
+            u = F.layer_norm(h, (d,), self.ln1_w, self.ln1_b) if self.layer_norm else h
+            q = (u @ self.W_Q.T) / math.sqrt(self.W_Q.shape[0])  # (B, T, m), scaled by 1/sqrt(m)
+            k = u @ self.W_K.T
+            v = u @ self.W_V.T
+            mask = torch.full((T, T), float("-inf"), dtype=h.dtype, device=h.device).triu(1)
+            att = torch.softmax(
+                q @ k.transpose(-1, -2) + mask, dim=-1
+            )  # (B, T, T): att[n, i], i<=n
+            contribution = (att @ v) @ self.W_O.T  # (B, T, d)
+        else:
+            contribution = torch.zeros_like(h)
         y = h + contribution
+        if not self.feed_forward:
+            return y, contribution
         u2 = F.layer_norm(y, (d,), self.ln2_w, self.ln2_b) if self.layer_norm else y
         z = y + torch.relu(u2 @ self.W_1.T) @ self.W_2.T
         return z, contribution
@@ -120,6 +138,8 @@ class MarkovTransformer(nn.Module):
         Attention dimension ``m`` (default ``d``).
     init_std : float
         Standard deviation of the Gaussian initialisation (GPT-2: 0.02).
+    attention, feed_forward : bool
+        Switch the attention or the FF layer off (ablations; both on in the paper).
 
     Attributes
     ----------
@@ -154,6 +174,8 @@ class MarkovTransformer(nn.Module):
         ff_width: int | None = None,
         attn_dim: int | None = None,
         init_std: float = 0.02,
+        attention: bool = True,
+        feed_forward: bool = True,
     ) -> None:
         super().__init__()
         opts = check_model_options(
@@ -167,11 +189,14 @@ class MarkovTransformer(nn.Module):
                 "ff_width": ff_width,
                 "attn_dim": attn_dim,
                 "init_std": init_std,
+                "attention": attention,
+                "feed_forward": feed_forward,
             }
         )
         self.K, self.d, self.N = opts["K"], opts["d"], opts["N"]
         self.depth, self.tied, self.layer_norm = opts["depth"], opts["tied"], opts["layer_norm"]
         self.ff_width, self.attn_dim = opts["ff_width"], opts["attn_dim"]
+        self.attention, self.feed_forward = opts["attention"], opts["feed_forward"]
         std = opts["init_std"]
         if self.K == 2:
             self.e = nn.Parameter(torch.randn(d) * std)
@@ -185,7 +210,16 @@ class MarkovTransformer(nn.Module):
             self.b = nn.Parameter(torch.zeros(self.K))
         self.pos = nn.Parameter(torch.randn(self.N, d) * std)
         self.blocks = nn.ModuleList(
-            _Block(d, self.attn_dim, self.ff_width, self.layer_norm, std, self.depth)
+            _Block(
+                d,
+                self.attn_dim,
+                self.ff_width,
+                self.layer_norm,
+                std,
+                self.depth,
+                self.attention,
+                self.feed_forward,
+            )
             for _ in range(self.depth)
         )
         if self.layer_norm:
@@ -204,6 +238,8 @@ class MarkovTransformer(nn.Module):
             "layer_norm": self.layer_norm,
             "ff_width": self.ff_width,
             "attn_dim": self.attn_dim,
+            "attention": self.attention,
+            "feed_forward": self.feed_forward,
         }
 
     def readout_weight(self) -> torch.Tensor:
@@ -278,7 +314,7 @@ def check_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
     opts["d"] = check_int("d", opts["d"], minimum=1)
     opts["N"] = check_int("N", opts["N"], minimum=1)
     opts["depth"] = check_int("depth", opts["depth"], minimum=1)
-    for flag in ("tied", "layer_norm"):
+    for flag in ("tied", "layer_norm", "attention", "feed_forward"):
         if not isinstance(opts[flag], bool):
             raise TypeError(f"{flag} must be True or False; got {opts[flag]!r}")
     opts["ff_width"] = check_int(
