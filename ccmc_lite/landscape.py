@@ -261,8 +261,8 @@ def population_hessian(
 
     Returns
     -------
-    (H, layout)
-        ``H`` of shape ``(D, D)`` and the layout of :func:`param_layout`.
+    tuple
+        ``(H, layout)``: ``H`` of shape ``(D, D)`` and the layout of :func:`param_layout`.
     """
     model = copy.deepcopy(_check_model(model)).to(torch.float64)
     P = _kernel_for(model, P).to(torch.float64)
@@ -503,8 +503,8 @@ def loss_plane(
         The centre ``θ`` (e.g. :func:`theta_pi`).
     P : array-like
         The kernel.
-    directions : sequence of two dicts
-        ``{parameter name: tensor of that parameter's shape}`` (missing names: 0).
+    directions : list
+        Two dicts ``{parameter name: tensor of that parameter's shape}`` (missing names: 0).
     s, t : array-like
         1-D grids of the two coordinates.
 
@@ -642,8 +642,8 @@ def symbolic_unigram_hessian(K: int, d: int = 2, N: int = 2, *, tied: bool = Tru
 
     Returns
     -------
-    (derived, formula, symbols)
-        Two SymPy matrices in the coordinates ``(b, vec A, vec E)`` (untied) or
+    tuple
+        ``(derived, formula, symbols)``: two SymPy matrices in the coordinates ``(b, vec A, vec E)`` (untied) or
         ``(b, vec E)`` (tied), rows of ``E`` first, and a dict of the symbols used. The
         formula is :func:`unigram_hessian` written symbolically.
     """

@@ -143,15 +143,15 @@ class MarkovTransformer(nn.Module):
 
     Attributes
     ----------
-    e, a : Parameter
+    e, a : torch.nn.Parameter
         ``K = 2``: token embedding ``e`` (``d``) and, untied, readout ``a`` (``d``).
-    E, A : Parameter
+    E, A : torch.nn.Parameter
         ``K > 2``: token embeddings (``K x d``) and, untied, readout (``K x d``).
-    b : Parameter
+    b : torch.nn.Parameter
         Readout bias: a scalar for ``K = 2``, shape ``(K,)`` otherwise.
-    pos : Parameter
+    pos : torch.nn.Parameter
         Positional embeddings ``p_n``, shape ``(N, d)``.
-    blocks : ModuleList
+    blocks : torch.nn.ModuleList
         The attention + FF blocks, parameters ``W_Q, W_K, W_V`` (``m x d``),
         ``W_O`` (``d x m``), ``W_1`` (``r x d``), ``W_2`` (``d x r``).
 
