@@ -643,9 +643,10 @@ def symbolic_unigram_hessian(K: int, d: int = 2, N: int = 2, *, tied: bool = Tru
     Returns
     -------
     tuple
-        ``(derived, formula, symbols)``: two SymPy matrices in the coordinates ``(b, vec A, vec E)`` (untied) or
-        ``(b, vec E)`` (tied), rows of ``E`` first, and a dict of the symbols used. The
-        formula is :func:`unigram_hessian` written symbolically.
+        ``(derived, formula, symbols)``: two SymPy matrices in the coordinates
+        ``(b, vec A, vec E)`` (untied) or ``(b, vec E)`` (tied), rows of ``E`` first, and a
+        dict of the symbols used. The formula is :func:`unigram_hessian` written
+        symbolically.
     """
     import sympy as sp
     from sympy.physics.quantum import TensorProduct
