@@ -76,10 +76,10 @@ def conditional_entropy(joint: Any, groups: Any = None) -> torch.Tensor:
 
     Parameters
     ----------
-    joint : array of shape (N, S)
-        Probabilities of (context, next token); sums to one.
-    groups : array of N non-negative ints, optional
-        ``s(c)`` for every context; ``None`` means the full context (``s(c) = c``).
+    joint : array-like
+        Shape ``(N, S)``: probabilities of (context, next token); sums to one.
+    groups : array-like, optional
+        Shape ``(N,)``, non-negative ints: ``s(c)`` for every context; ``None`` means the full context (``s(c) = c``).
     """
     J = _check_joint(joint)
     return _entropy_rows(_group_joint(J, _check_groups(groups, J.shape[0])))
