@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+from scipy import special
 
 from .seeding import torch_generator
 from .validation import as_tensor, check_choice, check_float, check_int, check_tokens
@@ -41,6 +42,7 @@ __all__ = [
     "NGramBatch",
     "NGramTask",
     "dirichlet",
+    "dirichlet_mean_entropy",
     "entropy",
     "flatten_transitions",
     "history_codes",
@@ -566,6 +568,32 @@ def suffix_conditional(P: torch.Tensor, k: int, T: int, *, start: str = "uniform
     tot = joint.sum(-1, keepdim=True)
     uniform = torch.full_like(joint, 1.0 / S)
     return torch.where(tot > 0, joint / tot.clamp_min(1e-300), uniform)
+
+
+def dirichlet_mean_entropy(S: int, alpha: float) -> float:
+    """Mean entropy of a symmetric Dirichlet row, ``E[H(p)] = ψ(Sα+1) − ψ(α+1)`` nats.
+
+    A predictor that knew the true row ``P(·|h)`` exactly would still pay its entropy, so
+    this is the information-theoretic floor of the in-context loss when the row is a fresh
+    Dirichlet(α·1_S) draw (Varre et al. 2025, Sec. 5; derived in Part III, Chapter 1 from
+    ``E[H] = -S E[p_1 log p_1]`` with ``p_1 ~ Beta(α, (S-1)α)``). For integer ``α = 1`` it is
+    ``H_S - 1`` (harmonic numbers), e.g. ``5/6`` for ``S = 3``.
+
+    Parameters
+    ----------
+    S : int
+        Vocabulary size (``>= 2``).
+    alpha : float
+        Concentration of the prior (``> 0``).
+
+    Returns
+    -------
+    float
+        The mean entropy in nats, in ``(0, log S)``.
+    """
+    S = _check_S(S)
+    alpha = _check_alpha(alpha)
+    return float(special.digamma(S * alpha + 1.0) - special.digamma(alpha + 1.0))
 
 
 def entropy(p: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ from ccmc_lite.estimators import estimator_losses
 from ccmc_lite.ngram import (
     NGramTask,
     dirichlet,
+    dirichlet_mean_entropy,
     entropy,
     flatten_transitions,
     history_codes,
@@ -233,3 +234,20 @@ def test_entropy_and_uniform_level():
     assert log_uniform(5) == pytest.approx(math.log(5))
     with pytest.raises(ValueError, match="S"):
         log_uniform(1)
+
+
+def test_dirichlet_mean_entropy_closed_form_and_monte_carlo():
+    # alpha = 1: psi(S + 1) - psi(2) = H_S - 1, e.g. 1/2 + 1/3 for S = 3
+    assert dirichlet_mean_entropy(3, 1.0) == pytest.approx(5 / 6, abs=1e-12)
+    assert dirichlet_mean_entropy(2, 1.0) == pytest.approx(0.5, abs=1e-12)
+    for S, alpha in ((5, 0.5), (3, 2.0), (2, 0.1)):
+        rows = dirichlet(alpha, (100_000,), S, seed=S)
+        mc = float(entropy(rows).mean())
+        assert dirichlet_mean_entropy(S, alpha) == pytest.approx(mc, abs=0.01)
+        assert 0 < dirichlet_mean_entropy(S, alpha) < math.log(S)
+    # alpha -> infinity: rows concentrate on the uniform law
+    assert dirichlet_mean_entropy(4, 1e6) == pytest.approx(math.log(4), abs=1e-5)
+    with pytest.raises(ValueError, match="alpha"):
+        dirichlet_mean_entropy(3, 0.0)
+    with pytest.raises(ValueError, match="S"):
+        dirichlet_mean_entropy(1, 1.0)
