@@ -1,0 +1,541 @@
+"""Tests for the Part II exercise checkers (:mod:`ccmc_lite.exercises.part2`).
+
+Every checker is tested both ways: the reference passes, deliberately wrong answers fail
+with a message naming the failing input, the expected and the returned value, a stub
+gives "not implemented yet", and a wrong argument type raises ``TypeError``. The last
+tests read the Part II chapters themselves: every exercise's solution passes its checker,
+every stub gives "not implemented yet", and the student notebooks contain no solution.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from book_tools import ROOT
+from ccmc_lite.exercises import part2
+from ccmc_lite.exercises.part2 import (
+    check_appendix_d_logits,
+    check_attention_ratio,
+    check_bigram_construction,
+    check_cyclic_threshold,
+    check_entropy_rate,
+    check_lag_one_covariance,
+    check_phase_prediction,
+    check_stationary,
+    check_theta_pi,
+    check_tied_hessian,
+    check_trap_curvature,
+    check_unigram_curvature,
+    check_unigram_gap,
+    check_untied_min_eigenvalue,
+)
+from ccmc_lite.landscape import (
+    appendix_d_logits,
+    binary_unigram_hessian,
+    theta_pi,
+    unigram_curvature,
+)
+from ccmc_lite.markov import (
+    entropy_rate,
+    lag_one_covariance,
+    stationary_distribution,
+    unigram_entropy,
+)
+from ccmc_lite.markov_runs import attention_ratio, unigram_gap
+from ccmc_lite.student import strip_solutions
+
+FUNCTION_CHECKERS = [
+    check_stationary,
+    check_entropy_rate,
+    check_bigram_construction,
+    check_tied_hessian,
+    check_attention_ratio,
+    check_appendix_d_logits,
+    check_theta_pi,
+    check_unigram_gap,
+    check_trap_curvature,
+    check_lag_one_covariance,
+    check_unigram_curvature,
+]
+VALUE_CHECKERS = [check_untied_min_eigenvalue, check_cyclic_threshold]
+GRID = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)  # the book profile's grid of chapter 5
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+def assert_fails(result, *fragments):
+    """A failing result whose message names the input and the expected value."""
+    assert not result
+    assert result.message.startswith("❌")
+    for fragment in fragments:
+        assert fragment in result.message, (fragment, result.message)
+
+
+# ------------------------------------------------------------------- generic behaviour
+
+
+@pytest.mark.parametrize("checker", FUNCTION_CHECKERS, ids=lambda c: c.__name__)
+def test_stub_reports_not_implemented(checker, capsys):
+    result = checker(stub)
+    assert not result
+    out = capsys.readouterr().out
+    assert out.startswith("❌") and "not implemented yet" in out
+    assert "not implemented yet" in result.message
+
+
+@pytest.mark.parametrize("checker", FUNCTION_CHECKERS, ids=lambda c: c.__name__)
+def test_non_callable_raises_type_error(checker):
+    with pytest.raises(TypeError, match="learner must be a function"):
+        checker(0.5)
+
+
+@pytest.mark.parametrize("checker", VALUE_CHECKERS, ids=lambda c: c.__name__)
+def test_value_stub_and_wrong_type(checker, capsys):
+    result = checker(None)
+    assert not result
+    assert "not implemented yet" in capsys.readouterr().out
+    with pytest.raises(TypeError, match="value must be a number"):
+        checker("2/3")
+    with pytest.raises(TypeError, match="value must be a number"):
+        checker(lambda: 0.5)
+
+
+def test_checkers_are_quiet_on_request_and_leave_the_global_rng_alone(capsys):
+    state = torch.get_rng_state()
+    threads = torch.get_num_threads()
+    assert check_theta_pi(theta_pi, quiet=True)
+    assert check_attention_ratio(attention_ratio, quiet=True)
+    assert capsys.readouterr().out == ""
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.get_num_threads() == threads
+
+
+def test_every_checker_is_public_and_tested():
+    tested = [*FUNCTION_CHECKERS, *VALUE_CHECKERS, check_phase_prediction]
+    assert sorted(part2.__all__) == sorted(c.__name__ for c in tested)
+
+
+# --------------------------------------------------------------- chapter 1: the data
+
+
+def test_stationary(capsys):
+    assert check_stationary(stationary_distribution)
+    assert capsys.readouterr().out.startswith("✅ stationary law: all")
+    # Iterating P fails on the periodic 3-cycle and on a slowly mixing chain.
+    res = check_stationary(lambda P: torch.linalg.matrix_power(P, 200)[0], quiet=True)
+    assert_fails(res, "input array(2, 2)", "expected array(2,)", "returned array(2,)")
+    assert any("[[0., 1., 0.]" in f and "0.3333" in f for f in res.failures)
+    # A uniform guess is right only for doubly stochastic kernels.
+    res = check_stationary(lambda P: torch.full((P.shape[0],), 1 / P.shape[0]), quiet=True)
+    assert_fails(res, "input array(2, 2) [[0.5, 0.5],  [0.8, 0.2]]", "expected array(2,) [0.6154")
+    # The right eigenvector (of P, not of P^T) is the constant vector.
+    res = check_stationary(lambda P: torch.ones(P.shape[0]), quiet=True)
+    assert_fails(res, "largest difference", "returned array(2,) [1., 1.]")
+
+
+def test_entropy_rate():
+    assert check_entropy_rate(entropy_rate, quiet=True)
+
+    def naive(P):  # 0 log 0 gives nan
+        return float(-(stationary_distribution(P) * (P * P.log()).sum(1)).sum())
+
+    res = check_entropy_rate(naive, quiet=True)
+    assert_fails(res, "input array(2, 2) [[0. , 1. ]", "contains NaN or inf", "expected 0.462098")
+    res = check_entropy_rate(lambda P: float(entropy_rate(P)) / math.log(2), quiet=True)  # bits
+    assert_fails(res, "input array(2, 2) [[0.5, 0.5],  [0.8, 0.2]]", "expected 0.619015")
+    res = check_entropy_rate(lambda P: float(unigram_entropy(P)), quiet=True)  # H(pi)
+    assert_fails(res, "input array(2, 2)", "returned 0.666278")
+
+
+# ------------------------------------------------------ chapter 2: minima and the trap
+
+
+def reference_bigram(p, q, d):
+    return (
+        torch.full((d,), math.sqrt(max(math.log((1 - p) * (1 - q) / (p * q)), 0) / d)),
+        math.log(p / (1 - p)),
+    )
+
+
+def test_bigram_construction():
+    assert check_bigram_construction(reference_bigram, quiet=True)
+
+    def no_split(p, q, d):  # every coordinate gets the whole norm: |e|^2 is d times too big
+        return torch.full((d,), math.sqrt(math.log((1 - p) * (1 - q) / (p * q)))), math.log(
+            p / (1 - p)
+        )
+
+    res = check_bigram_construction(no_split, quiet=True)
+    assert_fails(res, "input 0.2, 0.3, 4", "expected array(2,) [ 2.2336, -1.3863]", "8.9344")
+    assert len(res.failures) == 2  # d = 1 hides the mistake; p + q = 1 too (e = 0)
+    res = check_bigram_construction(lambda p, q, d: (torch.ones(d), math.log(p / q)), quiet=True)
+    assert_fails(res, "input 0.2, 0.3, 4", "returned array(2,) [ 4.    , -0.4055]")
+    res = check_bigram_construction(lambda p, q, d: (1.0, 0.0), quiet=True)
+    assert_fails(res, "input 0.2, 0.3, 4 raised ValueError: e must have shape (4,)")
+    res = check_bigram_construction(lambda p, q, d: torch.ones(d), quiet=True)
+    assert_fails(res, "raised ValueError: return a pair (e, b)")
+
+
+def test_tied_hessian():
+    assert check_tied_hessian(binary_unigram_hessian, quiet=True)
+
+    def no_scale(p, q, pos):  # forgot pi0 pi1
+        return binary_unigram_hessian(p, q, pos) * (p + q) ** 2 / (p * q)
+
+    res = check_tied_hessian(no_scale, quiet=True)
+    assert_fails(res, "input 0.5, 0.8, array(8, 3)", "expected array(4, 4) [[ 0.2367", "[[ 1.  ")
+    assert len(res.failures) == 6
+
+    def half_switch(p, q, pos):  # (p + q - 1) instead of 2 (p + q - 1)
+        d = pos.shape[1]
+        extra = torch.block_diag(torch.zeros(1, 1), torch.eye(d)).double()
+        return binary_unigram_hessian(p, q, pos) - p * q / (p + q) ** 2 * (p + q - 1) * extra
+
+    res = check_tied_hessian(half_switch, quiet=True)
+    assert_fails(res, "input 0.5, 0.8", "largest difference 0.071")
+    assert len(res.failures) == 5  # only p + q = 1 passes
+
+    def outer_mean(p, q, pos):  # u u^T instead of the mean of p_n p_n^T
+        u = pos.mean(0)
+        H = binary_unigram_hessian(p, q, pos).clone()
+        H[1:, 1:] -= p * q / (p + q) ** 2 * (pos.T @ pos / pos.shape[0] - torch.outer(u, u))
+        return H
+
+    res = check_tied_hessian(outer_mean, quiet=True)
+    assert_fails(res, "input 0.5, 0.8, array(8, 3)", "expected array(4, 4)")
+    assert not any("array(1, 2)" in f for f in res.failures)  # N = 1: the two agree
+
+
+def test_untied_min_eigenvalue(capsys):
+    exact = -(0.5 * 0.8 / 1.3**2) * 0.3
+    assert check_untied_min_eigenvalue(exact)
+    assert capsys.readouterr().out.startswith("✅")
+    assert check_untied_min_eigenvalue(np.float64(exact), quiet=True)
+    assert check_untied_min_eigenvalue(torch.tensor(exact), quiet=True)
+    res = check_untied_min_eigenvalue(-exact, quiet=True)  # the sign of the saddle
+    assert_fails(res, "expected -0.0710059, got 0.0710059")
+    res = check_untied_min_eigenvalue(-0.3, quiet=True)  # forgot pi0 pi1
+    assert_fails(res, "expected -0.0710059, got -0.3")
+
+
+# --------------------------------------------------------- chapter 3: trained models
+
+
+def first_block_parts(model, x):
+    with torch.no_grad():
+        parts = model(torch.as_tensor(x), output="parts")
+    return parts
+
+
+def test_attention_ratio():
+    assert check_attention_ratio(attention_ratio, quiet=True)
+
+    def last_block(model, x):
+        parts = first_block_parts(model, x)
+        return float((parts["attention"][-1].norm(dim=-1) / parts["y"][-1].norm(dim=-1)).mean())
+
+    res = check_attention_ratio(last_block, quiet=True)
+    assert_fails(
+        res,
+        "input MarkovTransformer(K=2, d=3, N=8, depth=2, tied=True, seed=3) on P(0.5, 0.8), "
+        "x of shape (3, 8)",
+        "expected 0.0894513, returned 0.0394166",
+    )
+    assert len(res.failures) == 1  # only the depth-2 case can tell
+
+    def ratio_of_means(model, x):
+        parts = first_block_parts(model, x)
+        return float(parts["attention"][0].norm(dim=-1).mean() / parts["y"][0].norm(dim=-1).mean())
+
+    res = check_attention_ratio(ratio_of_means, quiet=True)
+    assert_fails(res, "x of shape (8, 16)", "expected 0.468773, returned 0.397916")
+
+    def over_embedding(model, x):  # |x_n| instead of |y_n|
+        parts = first_block_parts(model, x)
+        return float((parts["attention"][0].norm(dim=-1) / parts["x"].norm(dim=-1)).mean())
+
+    assert_fails(check_attention_ratio(over_embedding, quiet=True), "expected 0.468773")
+
+
+def test_appendix_d_logits():
+    def reference(e, p, w1, b, beta, d, r):
+        return appendix_d_logits(e, p, w1, b, beta, d=d, r=r)
+
+    assert check_appendix_d_logits(reference, quiet=True)
+
+    def eq26_as_printed(e, p, w1, b, beta, d, r):  # right only for p < 0 < e + p, w1 > 0
+        return (
+            e * d * (e + p) * (1 + w1**2 * d * beta) + b,
+            e * d * p * (1 + w1**2 * d * (r - beta)) + b,
+        )
+
+    res = check_appendix_d_logits(eq26_as_printed, quiet=True)
+    assert_fails(
+        res, "input 0.5, 0.2, 0.3, 0.1, 5, 4, 16", "expected (4.02, 1.22), returned (4.02, 2.084)"
+    )
+    assert "0.3618, -0.1539, 0.3264" not in res.failures[0]  # the paper's case passes
+
+    def no_skip(e, p, w1, b, beta, d, r):  # forgot the skip connection ("1 +")
+        logits = []
+        for x in (1, 0):
+            s = e * x + p
+            n = beta if w1 * s > 0 else r - beta
+            logits.append(e * d * s * w1**2 * d * n + b)
+        return tuple(logits)
+
+    res = check_appendix_d_logits(no_skip, quiet=True)
+    assert_fails(
+        res, "input 0.3618, -0.1539, 0.3264, -0.1229, 5, 4, 16", "expected (0.819055, -1.38967)"
+    )
+    assert len(res.failures) == 8
+
+
+# ------------------------------------------------------------------- chapter 4: depth
+
+
+def unigram_point(first_only=False, keep_w2=False, flip_bias=False):
+    def my_theta_pi(model, P):
+        point = copy.deepcopy(model)
+        pi = stationary_distribution(P)
+        with torch.no_grad():
+            for block in point.blocks[:1] if first_only else point.blocks:
+                block.W_O.zero_()
+                if not keep_w2:
+                    block.W_2.zero_()
+            for name in ("e", "a", "E", "A"):
+                if hasattr(point, name):
+                    getattr(point, name).zero_()
+            b = (pi[1] / pi[0]).log() if point.K == 2 else pi.log()
+            point.b.copy_(-b if flip_bias else b)
+        return point
+
+    return my_theta_pi
+
+
+def test_theta_pi():
+    assert check_theta_pi(theta_pi, quiet=True)
+    assert check_theta_pi(unigram_point(), quiet=True)  # written out by hand, as in the chapter
+    res = check_theta_pi(unigram_point(first_only=True), quiet=True)
+    assert_fails(
+        res,
+        "input MarkovTransformer(K=2, d=2, N=3, depth=2, tied=True, seed=2) on P(0.5, 0.8)",
+        "expected array(5,) [0.6663, 0.    , 0.0845",
+    )
+    assert len(res.failures) == 4  # every deep model; the depth-1 model is right
+    res = check_theta_pi(unigram_point(keep_w2=True), quiet=True)
+    assert_fails(res, "depth=1, tied=True, seed=1) on P(0.5, 0.8)", "expected array(5,)")
+    res = check_theta_pi(unigram_point(flip_bias=True), quiet=True)
+    assert_fails(res, "depth=1", "returned array(5,) [0.7747, 0.2308")  # loss and gradient
+    res = check_theta_pi(lambda model, P: model.state_dict(), quiet=True)
+    assert_fails(res, "raised TypeError: return a MarkovTransformer; got OrderedDict")
+
+
+def test_unigram_gap():
+    assert check_unigram_gap(unigram_gap, quiet=True)
+
+    def over_unigram(loss, kernels):  # divided by H(pi) instead of the mutual information
+        return (torch.as_tensor(loss) - entropy_rate(kernels)[:, None]) / unigram_entropy(kernels)[
+            :, None
+        ]
+
+    res = check_unigram_gap(over_unigram, quiet=True)
+    assert_fails(
+        res,
+        "input array(2, 2) [[0.619 , 0.6663],  [0.5446, 0.673 ]], array(2, 2, 2)",
+        "expected array(2, 2) [[0., 1.],  [0., 1.]]",
+    )
+
+    def first_kernel(loss, kernels):  # every run measured against run 0's kernel
+        return unigram_gap(loss, kernels[:1].expand_as(kernels).contiguous())
+
+    res = check_unigram_gap(first_kernel, quiet=True)
+    assert_fails(res, "returned array(2, 2) [[ 0.    ,  1.    ],  [-1.5747,  1.1425]]")
+    assert len(res.failures) == 3  # single-run cases cannot tell
+
+
+# ----------------------------------------------------------- chapter 5: phase diagram
+
+
+def test_trap_curvature():
+    assert check_trap_curvature(lambda p, q: float(unigram_curvature_binary(p, q)), quiet=True)
+    assert check_trap_curvature(lambda p, q: 2 * p * q / (p + q) ** 2 * (p + q - 1), quiet=True)
+    res = check_trap_curvature(lambda p, q: p + q - 1, quiet=True)  # forgot 2 pi0 pi1
+    assert_fails(res, "input 0.5, 0.8", "expected 0.142012, returned 0.3")
+    res = check_trap_curvature(lambda p, q: p * q / (p + q) ** 2 * (p + q - 1), quiet=True)
+    assert_fails(res, "input 0.5, 0.8", "expected 0.142012, returned 0.0710059")
+    assert len(res.failures) == 6  # only p + q = 1 passes
+
+
+def unigram_curvature_binary(p, q):
+    from ccmc_lite.markov import binary_kernel
+
+    return unigram_curvature(binary_kernel(p, q))[0]
+
+
+def predicted_grid(grid):
+    g = np.asarray(grid)
+    P, Q = np.meshgrid(g, g, indexing="ij")
+    return P, Q, np.where(P + Q > 1, P / (P + Q), P)
+
+
+def test_phase_prediction(capsys):
+    P, Q, right = predicted_grid(GRID)
+    assert check_phase_prediction(right, GRID)
+    assert capsys.readouterr().out.startswith("✅ predicted Fig. 4 (tied): all 1 cases")
+    assert check_phase_prediction(torch.as_tensor(right), list(GRID), quiet=True)
+    res = check_phase_prediction(right.T, GRID, quiet=True)  # p and q swapped
+    assert_fails(res, "input 0.1, 0.25", "expected 0.1, returned 0.25")
+    res = check_phase_prediction(P, GRID, quiet=True)  # the untied picture: never stuck
+    assert_fails(res, "input 0.25, 0.85", "expected 0.227273, returned 0.25")
+    res = check_phase_prediction(P / (P + Q), GRID, quiet=True)  # stuck everywhere
+    assert_fails(res, "21 of 36 cases failed", "input 0.1, 0.1", "expected 0.1, returned 0.5")
+    res = check_phase_prediction(right[:3, :3], GRID, quiet=True)
+    assert_fails(res, "shape (3, 3) instead of (6, 6)")
+    res = check_phase_prediction(None, GRID, quiet=True)
+    assert_fails(res, "not implemented yet: set my_prediction")
+    with pytest.raises(TypeError, match="value must be a number"):
+        check_phase_prediction("p / (p + q)", GRID)
+    with pytest.raises(ValueError, match="grid"):
+        check_phase_prediction(right, (0.0, 0.5))
+    with pytest.raises(ValueError, match="grid"):
+        check_phase_prediction(right, [[0.1, 0.2]])
+
+
+# ------------------------------------------------------------- chapter 6: K states
+
+
+def test_lag_one_covariance():
+    assert check_lag_one_covariance(lag_one_covariance, quiet=True)
+    res = check_lag_one_covariance(lambda P: lag_one_covariance(P).T, quiet=True)  # P^T diag(pi)
+    assert_fails(res, "input array(4, 4)", "expected array(4, 4) [[ 0.1146, -0.0393")
+    assert len(res.failures) == 3  # reversible kernels cannot tell
+    res = check_lag_one_covariance(
+        lambda P: stationary_distribution(P)[:, None] * P, quiet=True
+    )  # forgot pi pi^T
+    assert_fails(
+        res, "input array(2, 2) [[0.5, 0.5],  [0.8, 0.2]]", "expected array(2, 2) [[-0.071"
+    )
+
+
+def test_unigram_curvature():
+    assert check_unigram_curvature(unigram_curvature, quiet=True)
+
+    def everywhere(P):  # eigenvalues on all of R^K, the constant direction included
+        C = lag_one_covariance(P)
+        return torch.linalg.eigvalsh(-(C + C.T) / 2)
+
+    res = check_unigram_curvature(everywhere, quiet=True)
+    assert_fails(res, "input array(2, 2) [[0.5, 0.5],  [0.8, 0.2]]", "shape (2,) instead of (1,)")
+
+    def no_minus(P):
+        return -unigram_curvature(P).flip(-1)
+
+    assert_fails(check_unigram_curvature(no_minus, quiet=True), "expected array(1,) [0.142]")
+
+    def not_symmetrised(P):  # eigenvalues of -C instead of -C_s: wrong for non-reversible P
+        C = lag_one_covariance(P)
+        K = C.shape[0]
+        _, vecs = torch.linalg.eigh(torch.eye(K, dtype=torch.float64) - 1 / K)
+        B = vecs[:, 1:]
+        return torch.linalg.eigvals(-(B.T @ C @ B)).real.sort().values
+
+    res = check_unigram_curvature(not_symmetrised, quiet=True)
+    assert_fails(res, "input array(4, 4)", "expected array(3,)")
+    assert len(res.failures) == 2
+
+
+def test_cyclic_threshold():
+    assert check_cyclic_threshold(2 / 3, quiet=True)
+    res = check_cyclic_threshold(0.5, quiet=True)  # the two-state answer
+    assert_fails(res, "expected 0.666667, got 0.5")
+    res = check_cyclic_threshold(0.75, quiet=True)  # (K - 1) / K for K = 4
+    assert_fails(res, "expected 0.666667, got 0.75")
+
+
+# -------------------------------------------------- the chapters and student notebooks
+
+CHAPTERS = sorted((ROOT / "book" / "part2").glob("0*.md"))
+CODE_CELL = re.compile(r"```\{code-cell\} ipython3\n(.*?)\n```", re.S)
+
+
+def exercises(text: str) -> list[dict[str, str]]:
+    """Each exercise of a chapter: label, stub cell, first solution cell, checker cell."""
+    out = []
+    for m in re.finditer(r"```\{exercise-start\} (.+)\n:label: (\S+)\n```", text):
+        label = m.group(2)
+        sol = text.index(f"```{{solution-start}} {label}\n", m.end())
+        end = text.index("```{solution-end}", sol)
+        out.append(
+            {
+                "title": m.group(1),
+                "label": label,
+                "stub": CODE_CELL.search(text, m.end()).group(1),
+                "solution": CODE_CELL.search(text, sol).group(1),
+                "check": CODE_CELL.search(text, end).group(1).strip().rstrip(";"),
+            }
+        )
+    return out
+
+
+def run(cells: list[str], check: str):
+    namespace = {"np": np, "torch": torch, "grid": GRID}
+    exec("from ccmc_lite.exercises.part2 import *", namespace)
+    for cell in cells:
+        exec(cell, namespace)
+    return eval(check, namespace)
+
+
+def test_part2_has_six_chapters():
+    assert [c.name[:2] for c in CHAPTERS] == ["01", "02", "03", "04", "05", "06"]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_exercises(chapter, capsys):
+    text = chapter.read_text(encoding="utf-8")
+    found = exercises(text)
+    assert len(found) >= 2, f"{chapter.name} has {len(found)} exercise(s)"
+    number = int(chapter.name[:2])
+    # An "Exercises" section right before the summary holds them all.
+    section = text.index("\n## Exercises\n")
+    assert section < text.index("\n## Summary\n")
+    assert "\n## " not in text[section + 5 : text.index("\n## Summary\n")]
+    solved = []
+    for ex in found:
+        assert ex["label"].startswith(f"p2c{number}-ex-"), ex["label"]
+        assert text.index(ex["label"]) > section
+        assert ex["check"].startswith("check_") and "\n" not in ex["check"]
+        assert "raise NotImplementedError" in ex["stub"] or "= None" in ex["stub"]
+        assert "ccmc_lite" not in ex["solution"], "a solution must not import the package"
+        # The stub gives "not implemented yet" (the student notebook) ...
+        result = run([ex["stub"]], ex["check"])
+        assert not result and "not implemented yet" in result.message, ex["label"]
+        # ... and the solution passes (the book), also after the earlier solutions.
+        solved.append(ex["solution"])
+        result = run(solved, ex["check"])
+        assert result, f"{ex['label']}: {result.message}"
+    capsys.readouterr()
+
+
+def test_exercise_labels_are_unique_across_the_book():
+    labels = []
+    for page in (ROOT / "book").rglob("*.md"):
+        labels += re.findall(r"^:label: (\S+)$", page.read_text(encoding="utf-8"), re.M)
+    assert len(labels) == len(set(labels)), sorted(x for x in labels if labels.count(x) > 1)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_student_version_has_no_solutions(chapter):
+    text = chapter.read_text(encoding="utf-8")
+    student = strip_solutions(text)
+    assert "solution-start" not in student and "solution-end" not in student
+    for ex in exercises(text):
+        assert ex["solution"] not in student
+        assert ex["stub"] in student and ex["check"] in student
