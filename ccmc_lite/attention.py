@@ -185,7 +185,8 @@ def attention_scores(
         ``(K, d)`` token embeddings.
     X : array-like
         ``(L,)`` or ``(B, L)`` prompts.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Keys are all ``L`` tokens (self) or the first ``L - 1`` (cross).
     U : array-like, optional
         ``(L, d)`` positional embeddings.
@@ -279,7 +280,8 @@ def next_token_distribution(
     C : array-like, optional
         ``(K, d)`` head with ``C Eᵀ = I`` (default :func:`tied_classifier`); with
         positional embeddings it must also satisfy ``C Uᵀ = 0`` (Assumption A.1).
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Attention variant.
     U : array-like, optional
         ``(L, d)`` positional embeddings (self-attention only).

@@ -58,6 +58,7 @@ __all__ = [
     "positional_ccmc_distribution",
     "prompt_data",
     "prompt_statistics",
+    "random_prompts",
     "sample_next",
     "sample_prompt_data",
     "sample_trajectories",
@@ -66,14 +67,19 @@ __all__ = [
     "weighted_transition",
 ]
 
-#: The two attention variants: keys are all tokens (``"self"``, eq. (SA)) or all but the
-#: last token (``"cross"``, eq. (CA)).
+#: Names of the two attention variants. Keys are all tokens for ``"self"`` (eq. (SA))
+#: and all but the last token for ``"cross"`` (eq. (CA)).
 VARIANTS = ("self", "cross")
 
 
 # --------------------------------------------------------------------------------------
 # validation helpers
 # --------------------------------------------------------------------------------------
+
+
+def _broadcast(*shapes: Any) -> torch.Size:
+    """Broadcast shapes (``numpy.broadcast_shapes``; ``torch.broadcast_shapes`` allocates)."""
+    return torch.Size(np.broadcast_shapes(*(tuple(s) for s in shapes)))
 
 
 def check_transition(
@@ -155,7 +161,8 @@ def prompt_statistics(
         prompts of different lengths. Tokens must lie in ``[0, K)``.
     K : int
         Vocabulary size.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Self-attention keys are all ``L`` tokens; cross-attention keys are the first
         ``L - 1`` (Sec. 2.3), so cross-attention prompts need ``L >= 2``.
 
@@ -352,7 +359,7 @@ def _rows(P: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
     if P.ndim == 2:
         return P[query]  # (..., N, K)
     K = P.shape[-1]
-    batch = torch.broadcast_shapes(P.shape[:-2], query.shape[:-1])
+    batch = _broadcast(P.shape[:-2], query.shape[:-1])
     N = query.shape[-1]
     Pb = P.expand(*batch, K, K)
     idx = query.expand(*batch, N)[..., None].expand(*batch, N, K)
@@ -368,7 +375,8 @@ def ccmc_distribution(P: Any, X: Any, *, variant: str = "self") -> torch.Tensor:
         ``(K, K)`` row-stochastic base chain.
     X : array-like
         One prompt ``(L,)``, equal-length prompts ``(B, L)`` or a list of ragged prompts.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         ``"cross"`` weights by the frequencies of the keys ``x_1..x_{L-1}`` only (Sec. 2.3).
 
     Returns
@@ -479,7 +487,8 @@ def sample_next(
         Random seed; the same seed gives the same tokens.
     n_samples : int
         Independent next tokens per prompt.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Key set, as in :func:`ccmc_distribution`.
 
     Returns
@@ -562,7 +571,8 @@ def sample_trajectories(
         Random seed.
     n_traj : int, optional
         Number of trajectories ``R`` (default: inferred from ``P``/``prompt``, else 1).
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Key set used at every step.
     record_at : array-like, optional
         Numbers of generated tokens (in ``[0, length]``) at which to record counts and
@@ -720,7 +730,7 @@ class PromptData:
     @property
     def batch_shape(self) -> torch.Size:
         """Leading run axes shared by the data set (``()`` for a single data set)."""
-        return torch.broadcast_shapes(
+        return _broadcast(
             self.counts.shape[:-2],
             self.query.shape[:-1],
             self.y.shape[:-1],
@@ -750,7 +760,7 @@ class PromptData:
 
 def _validate_rows(counts: torch.Tensor, y: torch.Tensor, weights: torch.Tensor) -> None:
     """Every row with positive weight must have its next token among its key tokens."""
-    shape = torch.broadcast_shapes(counts.shape[:-1], y.shape, weights.shape)
+    shape = _broadcast(counts.shape[:-1], y.shape, weights.shape)
     cy = torch.gather(counts.expand(*shape, counts.shape[-1]), -1, y.expand(shape)[..., None])
     bad = (cy.squeeze(-1) <= 0) & (weights.expand(shape) > 0)
     if bool(bad.any()):
@@ -760,6 +770,37 @@ def _validate_rows(counts: torch.Tensor, y: torch.Tensor, weights: torch.Tensor)
             "of its prompt; its likelihood is 0 under every CCMC/attention model "
             "(the model can only emit tokens it attends to)"
         )
+
+
+def random_prompts(
+    K: int, n: int, *, min_length: int, max_length: int, seed: int
+) -> list[list[int]]:
+    """``n`` prompts with lengths uniform in ``[min_length, max_length]`` and uniform tokens.
+
+    A convenient finite support :math:`\\Omega` for the prompt distribution of Sec. 3–4.
+
+    Parameters
+    ----------
+    K : int
+        Vocabulary size.
+    n : int
+        Number of prompts.
+    min_length, max_length : int
+        Length range (inclusive).
+    seed : int
+        Random seed.
+
+    Returns
+    -------
+    list of list of int
+    """
+    K = check_int("K", K, minimum=2)
+    n = check_int("n", n, minimum=1)
+    lo = check_int("min_length", min_length, minimum=1)
+    hi = check_int("max_length", max_length, minimum=lo)
+    rng = numpy_rng(seed)
+    lengths = rng.integers(lo, hi + 1, size=n)
+    return [rng.integers(0, K, size=int(L)).tolist() for L in lengths]
 
 
 def prompt_data(
@@ -780,7 +821,8 @@ def prompt_data(
         ``(n,)`` next tokens; each must occur among the keys of its prompt.
     K : int
         Vocabulary size.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Key set (Sec. 2.3).
     weights : array-like, optional
         ``(n,)`` or ``(R, n)`` non-negative weights (default: ones).
@@ -825,7 +867,8 @@ def population_data(
         The support :math:`\\Omega`: ``(n, L)`` or a list of ragged prompts.
     prompt_probs : array-like, optional
         ``(n,)`` probabilities :math:`\\mathcal D_X(X)` (default: uniform).
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Key set.
 
     Returns
@@ -905,7 +948,8 @@ def trajectory_data(
         Length of the initial prompt ``X_1`` (>= 1; >= 2 for cross-attention).
     K : int
         Vocabulary size.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Key set.
 
     Returns

@@ -33,6 +33,7 @@ __all__ = [
     "collapse_exponent",
     "draw_collapse",
     "explorer_chain",
+    "fit_decay_exponents",
     "fixed_point",
     "plot_frequency_curves",
     "plot_snapshots",
@@ -77,7 +78,7 @@ def collapse_exponent(p: Any) -> Any:
 
     Returns
     -------
-    float or ndarray
+    float or numpy.ndarray
         ``q``.
     """
     arr = np.asarray(p, dtype=float)
@@ -101,7 +102,7 @@ def weak_weak_exponent(p: Any) -> Any:
 
     Returns
     -------
-    float or ndarray
+    float or numpy.ndarray
     """
     q = collapse_exponent(p)
     return 1 - 2 * q
@@ -268,44 +269,101 @@ def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torc
     return m
 
 
-def predicted_decay_exponents(P: Any, m_star: Any) -> torch.Tensor:
-    """Conjectured decay exponents of the losers at a fixed point :math:`m^*` (beyond the paper).
+def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Tensor:
+    """Conjectured decay exponents of rare tokens (beyond the paper).
 
-    ``alpha[j] = 1 − λ_j`` with :math:`\\lambda_j = \\sum_{i\\in S} m^*_i P_{ij} /
-    \\sum_{k\\in S} m^*_k P_{ik}`, ``S = supp(m*)``: the rate at which a rare token ``j``
-    is re-drawn, per unit of its own frequency. Loser ``j`` decays like
-    :math:`t^{-\\alpha_j}`. For a single winner ``w``: :math:`\\alpha_j = 1 - P_{wj}/P_{ww}`
-    (for ``K = 2`` this is Lemma 5.3's ``q``).
+    For a rare token ``j`` the chain spends its time on the other tokens, distributed as
+    the stationary law :math:`\\mu` of :math:`P^{m_{-j}}` (``m`` with ``j`` removed), and
+    draws ``j`` from state ``i`` with probability :math:`m_j P_{ij} / D_i`,
+    :math:`D_i = \\sum_k m_k P_{ik}`. So ``j``'s count grows like :math:`t^{\\lambda_j}` with
+    :math:`\\lambda_j = \\sum_i \\mu_i P_{ij} / D_i`, and its frequency decays like
+    :math:`t^{-\\alpha_j}`, :math:`\\alpha_j = 1 - \\lambda_j`.
+
+    At a fixed point :math:`m^* = \\mu(m^*)` with support ``S`` (``losers`` default: the
+    tokens outside ``S``) this is :math:`\\lambda_j = \\sum_{i\\in S} m^*_i P_{ij} /
+    \\sum_{k\\in S} m^*_k P_{ik}`; for a single winner ``w``,
+    :math:`\\alpha_j = 1 - P_{wj}/P_{ww}` (for ``K = 2``, Lemma 5.3's ``q``). Evaluated at a
+    measured, not yet converged ``m`` it gives the *local* exponent. A negative
+    :math:`\\alpha_j` means ``j`` grows: the point is unstable.
 
     Parameters
     ----------
     P : array-like
         ``(K, K)``.
-    m_star : array-like
-        ``(K,)`` fixed point (or ``int`` ``w`` for the singleton ``e_w``).
+    m : array-like or int
+        ``(K,)`` weights (a fixed point or current frequencies), or ``int`` ``w`` for the
+        vertex ``e_w``.
+    losers : list of int, optional
+        Tokens to predict for (default: those with ``m_j = 0``).
 
     Returns
     -------
     Tensor
-        ``(K,)``; ``nan`` for tokens in ``S`` (they do not decay).
+        ``(K,)`` exponents ``alpha``; ``nan`` for tokens not in ``losers``.
     """
     P = check_transition(P)
     K = P.shape[0]
-    if isinstance(m_star, (int, np.integer)):
-        w = check_int("m_star", m_star, minimum=0, maximum=K - 1)
-        m = torch.zeros(K, dtype=torch.float64)
-        m[w] = 1.0
+    if isinstance(m, (int, np.integer)):
+        w = check_int("m", m, minimum=0, maximum=K - 1)
+        weights = torch.zeros(K, dtype=torch.float64)
+        weights[w] = 1.0
     else:
-        m = as_tensor("m_star", m_star, dtype=torch.float64, ndim=1)
-        if m.shape[0] != K or bool((m < 0).any()) or float(m.sum()) <= 0:
-            raise ValueError(f"m_star must be {K} non-negative weights, not all zero")
-    m = m / m.sum()
-    S = m > 0
-    denom = (P * m[None, :]).sum(-1)  # (K,): sum_k m_k P[i, k]
-    lam = (m[:, None] * P / denom[:, None])[S].sum(0)  # (K,)
-    alpha = 1 - lam
-    alpha[S] = float("nan")
+        weights = as_tensor("m", m, dtype=torch.float64, ndim=1)
+        if weights.shape[0] != K or bool((weights < 0).any()) or float(weights.sum()) <= 0:
+            raise ValueError(f"m must be {K} non-negative weights, not all zero")
+    weights = weights / weights.sum()
+    if losers is None:
+        losers = (weights == 0).nonzero().flatten().tolist()
+    alpha = torch.full((K,), float("nan"), dtype=torch.float64)
+    for j in losers:
+        j = check_int("losers entry", int(j), minimum=0, maximum=K - 1)
+        rest = weights.clone()
+        rest[j] = 0.0
+        if float(rest.sum()) <= 0:
+            raise ValueError(f"m must put weight on tokens other than the loser {j}")
+        rest = rest / rest.sum()
+        mu = stationary_of_reweighted(P, rest)
+        D = (P * rest[None, :]).sum(-1)  # (K,)
+        on = mu > 0
+        alpha[j] = 1.0 - float((mu[on] * P[on, j] / D[on]).sum())
     return alpha
+
+
+def fit_decay_exponents(times: Any, freqs: Any, *, t_min: float) -> torch.Tensor:
+    """Fitted slopes of :math:`\\mathbb E[\\log m(X_t)_j]` against :math:`\\log t`, ``t >= t_min``.
+
+    Averaging ``log m_j`` over trajectories measures the *typical* decay exponent of each
+    token; averaging ``m_j`` itself (as in Lemma 5.3) weights the rare late collapses.
+
+    Parameters
+    ----------
+    times : array-like
+        ``(C,)`` sequence lengths at which the frequencies were recorded.
+    freqs : array-like
+        ``(R, C, K)`` frequencies (e.g. :attr:`ccmc_lite.ccmc.Trajectories.frequencies`).
+    t_min : float
+        Start of the fitting window.
+
+    Returns
+    -------
+    Tensor
+        ``(K,)`` slopes (``-alpha_j`` for a decaying token); ``-inf`` frequencies are not
+        possible because every prompt token keeps at least its initial count.
+    """
+    t = as_tensor("times", times, dtype=torch.float64, ndim=1)
+    F = as_tensor("freqs", freqs, dtype=torch.float64, ndim=3)
+    if F.shape[1] != t.shape[0]:
+        raise ValueError(f"freqs must have {t.shape[0]} recorded times on axis 1; got {F.shape}")
+    if bool((F <= 0).any()):
+        raise ValueError("freqs must be strictly positive to take logarithms")
+    t_min = check_float("t_min", t_min, minimum=0.0)
+    window = t >= t_min
+    if int(window.sum()) < 2:
+        raise ValueError(f"need at least two recorded times >= t_min={t_min}")
+    x = torch.log(t[window])
+    y = torch.log(F[:, window, :]).mean(0)  # (C', K)
+    xc = x - x.mean()
+    return (xc[:, None] * (y - y.mean(0))).sum(0) / (xc**2).sum()
 
 
 def plot_frequency_curves(
@@ -326,7 +384,7 @@ def plot_frequency_curves(
         ``(T, K)`` from :func:`running_frequencies` (one trajectory).
     start : int
         Value of ``t`` of the first row.
-    labels : sequence, optional
+    labels : list, optional
         Token labels (default ``0..K-1``).
     logx : bool
         Logarithmic time axis.
@@ -471,12 +529,13 @@ def collapse_explorer() -> Any:
 
     Returns
     -------
-    ipywidgets.Widget
+    object
         The interactive widget (needs a live kernel; the chapter also draws the default
         view statically with :func:`draw_collapse`).
     """
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
+    from IPython.display import display
 
     def show(K, mode, custom, prompt, length, seed):
         try:
@@ -486,7 +545,8 @@ def collapse_explorer() -> Any:
         except (ValueError, TypeError) as err:
             print(f"cannot draw: {err}")
             return
-        plt.show(fig)
+        display(fig)
+        plt.close(fig)
 
     return widgets.interactive(
         show,

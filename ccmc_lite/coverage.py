@@ -47,7 +47,8 @@ def cooccurrence_graphs(prompts: Any, K: int, *, variant: str = "self") -> torch
         ragged prompts.
     K : int
         Vocabulary size.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Key tokens: all tokens (self) or all but the last (cross).
 
     Returns
@@ -104,7 +105,7 @@ class CoverageReport:
 
     @property
     def consistent(self) -> bool:
-        """Thm. 3.4: maximum likelihood recovers the ground truth iff all graphs connect."""
+        """True iff every graph is connected, i.e. maximum likelihood is consistent (Thm. 3.4)."""
         return bool(self.connected.all())
 
     @property
@@ -140,7 +141,8 @@ def coverage_report(
         Support :math:`\\Omega` of the prompt distribution.
     K : int
         Vocabulary size.
-    variant : {"self", "cross"}
+    variant : str
+        ``"self"`` or ``"cross"``.
         Attention variant.
     P : array-like, optional
         ``(K, K)`` ground truth. With zero entries, connectivity is taken "with respect
@@ -229,7 +231,7 @@ def draw_cooccurrence_graph(
         From :func:`coverage_report`.
     k : int
         Query token.
-    labels : sequence, optional
+    labels : list, optional
         Vertex labels (default ``0..K-1``; pass ``range(1, K+1)`` for the paper's).
     title : str, optional
         Axes title (default: ``G^(k)`` with the variant and whether it is connected).

@@ -36,10 +36,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from .attention import check_embeddings, transition_from_weights, weights_from_logits
+from .attention import (
+    check_embeddings,
+    subspace_basis,
+    transition_from_weights,
+    weights_from_logits,
+)
 from .ccmc import PromptData
 from .training import TrainConfig, TrainResult, train_runs
 from .validation import as_tensor, check_float, check_int, check_seed
@@ -47,12 +53,14 @@ from .validation import as_tensor, check_float, check_int, check_seed
 __all__ = [
     "AttentionMLE",
     "FitResult",
+    "asymptotic_error",
     "fit_gd",
     "fit_newton",
     "gd_step_size",
     "gd_with_trainer",
     "gradient",
     "hessian_logits",
+    "hessian_on_subspace",
     "hessian_weights",
     "nll",
     "nll_logits",
@@ -62,6 +70,11 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # loss, gradient, Hessian (private versions are vmap-safe: no validation, no .item())
 # --------------------------------------------------------------------------------------
+
+
+def _broadcast(*shapes: Any) -> torch.Size:
+    """Broadcast shapes (``numpy.broadcast_shapes``; ``torch.broadcast_shapes`` allocates)."""
+    return torch.Size(np.broadcast_shapes(*(tuple(s) for s in shapes)))
 
 
 def _check_data(data: Any) -> PromptData:
@@ -76,11 +89,15 @@ def _logits(W: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
 
 def _row_logits(Theta: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
     """``Theta[..., query[..., n], :]`` -> ``(..., N, K)``."""
+    if query.ndim == 1:  # rows shared by every run: one index_select
+        return Theta.index_select(-2, query)
     K = Theta.shape[-1]
-    batch = torch.broadcast_shapes(Theta.shape[:-2], query.shape[:-1])
+    batch = _broadcast(Theta.shape[:-2], query.shape[:-1])
     N = query.shape[-1]
-    idx = query.expand(*batch, N)[..., None].expand(*batch, N, K)
-    return torch.gather(Theta.expand(*batch, K, K), -2, idx)
+    flat_T = Theta.expand(*batch, K, K).reshape(-1, K)  # (B*K, K), B = prod(batch)
+    offsets = torch.arange(flat_T.shape[0] // K, device=Theta.device).reshape(*batch, 1) * K
+    idx = (query.expand(*batch, N) + offsets).reshape(-1)  # row of each (run, n)
+    return flat_T.index_select(0, idx).reshape(*batch, N, K)
 
 
 def _z(Theta: torch.Tensor, counts: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
@@ -121,7 +138,19 @@ def _derivatives(
     H = None
     if hessian:
         diag = torch.einsum("...nk,...nj->...kj", Qw, p)  # (..., K, K)
-        outer = torch.einsum("...nk,...nj,...nl->...kjl", Qw, p, p)
+        if data.query.ndim == 1:
+            # rows shared by all runs: group them by query, one (K x n_k)(n_k x K) product
+            # per block -- N K^2 work instead of N K^3 for the one-hot contraction
+            blocks = []
+            for k in range(K):
+                rows = (data.query == k).nonzero().flatten()
+                p_k = p.index_select(-2, rows)  # (..., n_k, K)
+                w_k = w.index_select(-1, rows)[..., None]  # (..., n_k, 1)
+                blocks.append((p_k * w_k).transpose(-1, -2) @ p_k)
+            outer = torch.stack(blocks, dim=-3)  # (..., K, K, K)
+        else:  # per-run rows: one batched (K*K x N)(N x K) product
+            qp = (Qw[..., :, :, None] * p[..., :, None, :]).flatten(-2)  # (..., N, K*K)
+            outer = (qp.transpose(-1, -2) @ p).unflatten(-2, (K, K))  # (..., K, K, K)
         H = torch.diag_embed(diag) - outer  # (..., K, K, K): block k is d2L/dTheta[k]^2
     return loss, grad, H
 
@@ -263,6 +292,69 @@ def hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
         H_full[k * K : (k + 1) * K, k * K : (k + 1) * K] = H[k]
     J = torch.einsum("ja,kb->kjab", E, E).reshape(K * K, d * d)
     return J.T @ H_full @ J
+
+
+def hessian_on_subspace(W: Any, E: Any, data: PromptData) -> torch.Tensor:
+    """The Hessian restricted to :math:`\\mathcal S_E`, in an orthonormal basis (Lemma 3.7).
+
+    :math:`H_S = B H_W B^\\top` with ``B`` the ``(K(K-1), d²)`` orthonormal basis of
+    :func:`ccmc_lite.attention.subspace_basis`. It is positive definite iff every
+    co-occurrence graph is connected; otherwise its null space has dimension
+    :math:`\\sum_k (\\#\\text{components of } \\mathcal G^{(k)} - 1)` (one free scale per
+    extra component, Cor. 3.5).
+
+    Parameters
+    ----------
+    W : array-like
+        ``(d, d)``.
+    E : array-like
+        ``(K, d)``.
+    data : PromptData
+        Unbatched data (e.g. population weights).
+
+    Returns
+    -------
+    Tensor
+        ``(K(K-1), K(K-1))`` symmetric positive semi-definite.
+    """
+    H = hessian_weights(W, E, data)
+    B = subspace_basis(E).flatten(1)  # (K(K-1), d*d)
+    return B @ H @ B.T
+
+
+def asymptotic_error(W: Any, E: Any, population: PromptData) -> float:
+    """Rate constant :math:`\\lim_n n\\,\\mathbb E\\|\\hat W_n - W\\|_F^2` (beyond the paper).
+
+    It equals :math:`\\operatorname{tr}(H_S^{-1})`.
+
+    For a correctly specified model the MLE is asymptotically normal with covariance
+    :math:`H_S^{-1}/n`, :math:`H_S` the population Hessian on :math:`\\mathcal S_E`
+    (:func:`hessian_on_subspace`, equal to the Fisher information per sample). This is the
+    constant hidden in Cor. 4.3's :math:`\\lesssim K^2\\log(n)/n`.
+
+    Parameters
+    ----------
+    W : array-like
+        ``(d, d)`` ground truth in :math:`\\mathcal S_E`.
+    E : array-like
+        ``(K, d)``.
+    population : PromptData
+        Population data of the ground truth (:func:`ccmc_lite.ccmc.population_data`).
+
+    Returns
+    -------
+    float
+        :math:`\\operatorname{tr}(H_S^{-1})`; raises ``ValueError`` when :math:`H_S` is
+        singular (some co-occurrence graph disconnected: no finite constant).
+    """
+    H = hessian_on_subspace(W, E, population)
+    eig = torch.linalg.eigvalsh(H)
+    if float(eig.min()) <= 1e-12 * float(eig.max()):
+        raise ValueError(
+            "the population Hessian is singular on S_E (a co-occurrence graph is "
+            "disconnected), so W is not identifiable and the error does not vanish"
+        )
+    return float((1.0 / eig).sum())
 
 
 def gd_step_size(data: PromptData, E: Any) -> float:
@@ -451,7 +543,8 @@ def fit_newton(
     Returns
     -------
     FitResult
-        ``W`` is mapped back to :math:`\\mathcal S_E` (:func:`weights_from_logits`).
+        ``W`` is mapped back to :math:`\\mathcal S_E`
+        (:func:`ccmc_lite.attention.weights_from_logits`).
     """
     data = _check_data(data)
     E = check_embeddings(E)
@@ -483,8 +576,11 @@ def fit_newton(
         delta = delta * active[..., None, None]
         slope = (A * delta).sum((-1, -2))  # directional derivative (<= 0)
         step = torch.ones(batch, dtype=torch.float64)
-        pending = active.clone()
-        for _ in range(60):  # backtracking
+        # near the optimum the predicted decrease is below float64 resolution of the loss:
+        # take the full Newton step (quadratic convergence) instead of a futile line search
+        tiny = slope.abs() <= 1e-13 * loss.abs().clamp(min=1.0)
+        pending = active & ~tiny
+        for _ in range(40):  # backtracking
             trial = Theta + step[..., None, None] * delta
             new_loss = _nll_logits(trial, data.counts, data.query, data.y, data.weights)
             ok = torch.isfinite(new_loss) & (new_loss <= loss + armijo * step * slope)
@@ -541,6 +637,24 @@ class AttentionMLE(nn.Module):
         y: torch.Tensor,
         weights: torch.Tensor,
     ) -> torch.Tensor:
+        """Loss (8) of one run's data (the fields of :class:`ccmc_lite.ccmc.PromptData`).
+
+        Parameters
+        ----------
+        counts : Tensor
+            ``(N, K)`` key-token counts.
+        query : Tensor
+            ``(N,)`` query tokens.
+        y : Tensor
+            ``(N,)`` next tokens.
+        weights : Tensor
+            ``(N,)`` weights.
+
+        Returns
+        -------
+        Tensor
+            Scalar loss.
+        """
         return _nll_logits(_logits(self.W, self.E), counts, query, y, weights)
 
 
@@ -570,7 +684,7 @@ def gd_with_trainer(
     lr : float
         Step size.
     seed : int
-        Base seed of :func:`train_runs` (the start ``W = 0`` does not depend on it).
+        Base seed of :func:`ccmc_lite.training.train_runs` (``W = 0`` does not depend on it).
     progress : bool
         Print progress lines.
 

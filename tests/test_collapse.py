@@ -18,6 +18,7 @@ from ccmc_lite.collapse import (
     collapse_exponent,
     draw_collapse,
     explorer_chain,
+    fit_decay_exponents,
     fixed_point,
     plot_frequency_curves,
     plot_snapshots,
@@ -86,8 +87,33 @@ def test_self_reinforcing_and_predicted_exponents():
     # K = 2: the conjecture reduces to Lemma 5.3's q
     a2 = predicted_decay_exponents(binary_collapse_chain(0.3), 0)
     assert float(a2[1]) == pytest.approx(collapse_exponent(0.3))
-    with pytest.raises(ValueError, match="m_star"):
+    with pytest.raises(ValueError, match="m must be"):
         predicted_decay_exponents(P, [0.0, 0.0, 0.0])
+    # an unstable vertex: token 1 prefers 0, so token 0 has a negative exponent (grows)
+    assert float(predicted_decay_exponents(P, 1)[0]) < 0
+    # local exponents at a nearly collapsed m approach the fixed-point ones
+    near = predicted_decay_exponents(P, [1 - 2e-6, 1e-6, 1e-6], losers=[1, 2])
+    torch.testing.assert_close(near[1:], alpha[1:], atol=1e-5, rtol=0)
+
+
+def test_fixed_point_exponents_for_a_two_token_set():
+    P = torch.tensor([[0.1, 0.6, 0.3], [0.7, 0.1, 0.2], [0.3, 0.3, 0.4]], dtype=torch.float64)
+    m_star = fixed_point(P, [0.5, 0.5, 0.0])
+    lam = sum(m_star[i] * P[i, 2] / (m_star[0] * P[i, 0] + m_star[1] * P[i, 1]) for i in (0, 1))
+    alpha = predicted_decay_exponents(P, m_star)
+    assert float(alpha[2]) == pytest.approx(1 - float(lam))
+    assert bool(torch.isnan(alpha[:2]).all())
+
+
+def test_fit_decay_exponents_recovers_power_laws():
+    t = torch.tensor([100.0, 1000.0, 10000.0], dtype=torch.float64)
+    freqs = torch.stack([t**-0.5, t**-0.25, 1 - t**-0.5 - t**-0.25], -1)[None].repeat(3, 1, 1)
+    slopes = fit_decay_exponents(t, freqs, t_min=100)
+    torch.testing.assert_close(slopes[:2], torch.tensor([-0.5, -0.25], dtype=torch.float64))
+    with pytest.raises(ValueError, match="at least two"):
+        fit_decay_exponents(t, freqs, t_min=5000)
+    with pytest.raises(ValueError, match="strictly positive"):
+        fit_decay_exponents(t, torch.zeros(1, 3, 2), t_min=0)
 
 
 def math_isnan(x) -> bool:

@@ -14,17 +14,26 @@ from ccmc_lite.attention import (
     random_embeddings,
     subspace_basis,
     transition_from_weights,
+    weights_from_transition,
 )
-from ccmc_lite.ccmc import log_likelihood, population_data, prompt_data, sample_prompt_data
+from ccmc_lite.ccmc import (
+    log_likelihood,
+    population_data,
+    prompt_data,
+    random_prompts,
+    sample_prompt_data,
+)
 from ccmc_lite.coverage import coverage_report, restricted_distribution
 from ccmc_lite.mle import (
     AttentionMLE,
+    asymptotic_error,
     fit_gd,
     fit_newton,
     gd_step_size,
     gd_with_trainer,
     gradient,
     hessian_logits,
+    hessian_on_subspace,
     hessian_weights,
     nll,
     nll_logits,
@@ -189,3 +198,54 @@ def test_bad_arguments():
         fit_gd(data, E, steps=0)
     with pytest.raises(ValueError, match="Theta must have shape"):
         nll_logits(torch.zeros(3, 3), data)
+
+
+def test_hessian_on_subspace_null_space_counts_components():
+    """Zero eigenvalues on S_E = sum_k (#components of G^(k) - 1) (Cor. 3.5 / Lemma 3.7)."""
+    K = 4
+    E = random_embeddings(K, 5, seed=7)
+    P = torch.softmax(torch.randn(K, K, generator=torch.Generator().manual_seed(7)), -1).double()
+    W = weights_from_transition(P, E)
+    prompts = [[a, b, k] for k in range(K) for a in range(K) for b in range(K) if k not in (a, b)]
+    for variant in ("self", "cross"):
+        H = hessian_on_subspace(W, E, population_data(P, prompts, variant=variant))
+        eig = torch.linalg.eigvalsh(H)
+        n_zero = int((eig < 1e-10 * eig.max()).sum())
+        rep = coverage_report(prompts, K, variant=variant)
+        assert n_zero == sum(len(c) - 1 for c in rep.components)
+        assert n_zero == (0 if variant == "self" else K)
+
+
+def test_asymptotic_error_matches_simulation():
+    E, W, P, prompts = problem(K=3, d=3, n_prompts=30, seed=8, identity=True)
+    pop = population_data(P, prompts)
+    const = asymptotic_error(W, E, pop)
+    fits = fit_newton(sample_prompt_data(pop, 50_000, seed=8, n_runs=60), E)
+    measured = 50_000 * float(((fits.W - W) ** 2).sum((-1, -2)).mean())
+    assert 0.7 < measured / const < 1.3
+    gap = [p for p in prompts if not (p[-1] == 0 and 1 in p)]
+    with pytest.raises(ValueError, match="singular"):
+        asymptotic_error(W, E, population_data(P, gap))
+
+
+def test_batched_rows_hessian_matches_per_run():
+    """Per-run rows (trajectory data) take a different code path than shared rows."""
+    from ccmc_lite.ccmc import sample_trajectories, trajectory_data
+
+    P = torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(9)), -1).double()
+    tr = sample_trajectories(P, [0, 1, 2], 40, seed=9, n_traj=4)
+    data = trajectory_data(tr.tokens, 3, 3)  # counts (4, 40, 3)
+    Theta = torch.randn(4, 3, 3, dtype=torch.float64)
+    H = hessian_logits(Theta, data)
+    for r in range(4):
+        single = trajectory_data(tr.tokens[r], 3, 3)
+        torch.testing.assert_close(H[r], hessian_logits(Theta[r], single))
+
+
+def test_random_prompts():
+    prompts = random_prompts(5, 50, min_length=2, max_length=4, seed=0)
+    assert len(prompts) == 50
+    assert all(2 <= len(p) <= 4 and all(0 <= t < 5 for t in p) for p in prompts)
+    assert prompts == random_prompts(5, 50, min_length=2, max_length=4, seed=0)
+    with pytest.raises(ValueError, match="max_length"):
+        random_prompts(5, 3, min_length=4, max_length=2, seed=0)
