@@ -6,6 +6,7 @@
     python3 dev.py bench    run the benchmark scripts and write benchmarks/results.json
     python3 dev.py student  write student notebooks (solutions removed) to student_notebooks/
     python3 dev.py lock     re-pin requirements/lock.txt from the current .venv
+    python3 dev.py env      only create/refresh .venv (the other commands do it first)
 
 Each command first makes sure ``.venv`` exists and matches ``requirements/lock.txt``
 (exact pins) and ``pyproject.toml``; it is created or refreshed when either changes.
@@ -73,7 +74,13 @@ def ensure_env() -> None:
 
 
 def ensure_chromium() -> str:
-    """Debian's chromium for the browser test; installed with apt-get when missing."""
+    """Debian's chromium for the browser test; installed with apt-get when missing.
+
+    ``$CCMC_CHROMIUM`` may name another Chromium-based browser (e.g. on GitHub Actions).
+    """
+    preset = os.environ.get("CCMC_CHROMIUM", "")
+    if preset and Path(preset).exists():
+        return preset
     for name in ("chromium", "chromium-browser"):
         found = shutil.which(name)
         if found:
@@ -128,6 +135,11 @@ def cmd_student(args: list[str]) -> None:
     run([PY, "-m", "ccmc_lite.student", *args])
 
 
+def cmd_env(args: list[str]) -> None:
+    ensure_env()
+    say(f"environment ready: {PY}")
+
+
 def cmd_lock(args: list[str]) -> None:
     if not PY.exists():
         sys.exit("[dev] no .venv to lock; create one first")
@@ -171,6 +183,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "student": cmd_student,
     "lock": cmd_lock,
+    "env": cmd_env,
 }
 
 

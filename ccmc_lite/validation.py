@@ -152,7 +152,7 @@ def as_tensor(
     if tensor.dtype == torch.bool:
         raise TypeError(f"{name} must hold numbers, not booleans; got {_show(tensor)}")
     if dtype is not None:
-        if tensor.is_floating_point() and not dtype.is_floating_point:
+        if tensor.is_floating_point() and not dtype.is_floating_point and tensor.numel():
             raise TypeError(f"{name} must hold integers; got {_show(tensor)}")
         if tensor.is_complex():
             raise TypeError(f"{name} must be real; got {_show(tensor)}")

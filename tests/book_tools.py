@@ -89,6 +89,7 @@ def execute_chapter(path: Path) -> ExecutedChapter:
         nb,
         timeout=CELL_TIMEOUT_S,
         allow_errors=False,
+        record_timing=False,  # as myst-nb: timing metadata would change the cache hash
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
     ).execute()

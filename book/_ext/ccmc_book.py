@@ -6,7 +6,9 @@
 2. The downloadable ``.ipynb`` of every chapter gets one set-up cell at the top that
    installs ``ccmc_lite`` when it is missing (Colab, a fresh environment). The cell's text
    lives in one place, ``book/_colab_setup.py``; chapter sources do not repeat it.
-3. Every chapter page carries ``<meta name="ccmc-chapter">`` so the browser test knows
+3. sphinx-thebe's assets are dropped while Thebe is off (they throw a JavaScript error on
+   every page and reference a CDN).
+4. Every chapter page carries ``<meta name="ccmc-chapter">`` so the browser test knows
    which pages must show launch buttons.
 """
 
@@ -74,8 +76,32 @@ def fix_launch_and_download(
             button["url"] = colab
 
 
+def drop_unused_thebe(
+    app: Sphinx, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
+    """Remove sphinx-thebe's assets when Thebe is off.
+
+    Jupyter Book always loads sphinx-thebe, which injects its inline configuration script
+    twice per page (a JavaScript ``SyntaxError`` on every page) and points at a CDN. The
+    book does not use Thebe (``launch_buttons.thebe: false``), so its assets go.
+    """
+    if app.config.html_theme_options.get("launch_buttons", {}).get("thebe"):
+        return
+
+    def keep(asset: Any) -> bool:
+        text = str(getattr(asset, "filename", asset) or "") + str(
+            getattr(asset, "attributes", {}).get("body", "")
+        )
+        return "thebe" not in text.lower()
+
+    for key in ("script_files", "css_files"):
+        if key in context:
+            context[key] = [a for a in context[key] if keep(a)]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("ccmc_colab_branch", "gh-pages", "html")
     app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
     app.connect("html-page-context", fix_launch_and_download, priority=502)
+    app.connect("html-page-context", drop_unused_thebe, priority=900)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

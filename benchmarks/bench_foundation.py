@@ -1,0 +1,97 @@
+"""Foundation benchmarks: the batched trainer against a plain loop over the same runs.
+
+Both paths train the same R runs (same initialisations, same optimiser, same number of
+steps) of a small one-layer attention model on random binary sequences; the batched path
+vmaps all runs into one program, the loop trains them one after another with ordinary
+autograd. Both are warmed up first; the ratio is measured in one process, one after the
+other.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+from torch import nn
+
+from ccmc_lite.training import TrainConfig, train_runs
+
+
+class SmallAttention(nn.Module):
+    """A single-layer causal attention model with a ReLU feed-forward block (d = 8)."""
+
+    def __init__(self, vocab: int = 2, d: int = 8, length: int = 32) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(0.1 * torch.randn(length, d))
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.ReLU(), nn.Linear(4 * d, d))
+        self.readout = nn.Linear(d, vocab)
+        self.register_buffer("mask", torch.ones(length, length, dtype=torch.bool).tril())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T) -> logits (B, T, vocab)
+        T = x.shape[-1]
+        h = self.embed(x) + self.pos[:T]  # (B, T, d)
+        q, k, v = self.qkv(h).chunk(3, dim=-1)
+        scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5  # (B, T, T)
+        att = scores.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(-1)
+        h = h + att @ v
+        h = h + self.ff(h)
+        return self.readout(h)
+
+
+def _batch(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, 2, (len(runs), 8, 33), generator=gen)  # (R, B, T+1)
+
+
+def _loss(model, x: torch.Tensor) -> torch.Tensor:
+    logits = model(x[:, :-1])
+    return nn.functional.cross_entropy(logits.reshape(-1, 2), x[:, 1:].reshape(-1))
+
+
+def trainer_ratio(n_runs: int = 64, steps: int = 40) -> dict[str, float]:
+    """Seconds per step for both paths and their ratio."""
+    warm = TrainConfig(steps=3, lr=1e-3)
+    for batched in (True, False):
+        train_runs(
+            SmallAttention,
+            _loss,
+            _batch,
+            n_runs=2,
+            config=warm,
+            seed=0,
+            batched=batched,
+            progress=False,
+        )
+    cfg = TrainConfig(steps=steps, lr=1e-3)
+    start = time.perf_counter()
+    train_runs(SmallAttention, _loss, _batch, n_runs=n_runs, config=cfg, seed=0, progress=False)
+    batched_s = time.perf_counter() - start
+    start = time.perf_counter()
+    train_runs(
+        SmallAttention,
+        _loss,
+        _batch,
+        n_runs=n_runs,
+        config=cfg,
+        seed=0,
+        batched=False,
+        progress=False,
+    )
+    looped_s = time.perf_counter() - start
+    return {
+        "trainer_runs": n_runs,
+        "trainer_steps": steps,
+        "trainer_batched_s": round(batched_s, 3),
+        "trainer_looped_s": round(looped_s, 3),
+        "trainer_speedup_batched_vs_loop": round(looped_s / batched_s, 2),
+    }
+
+
+def run(quick: bool = False) -> dict[str, float]:
+    return trainer_ratio(n_runs=64, steps=10 if quick else 40)
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

@@ -1,0 +1,144 @@
+"""Turn book chapters into student notebooks with the solutions removed.
+
+    python -m ccmc_lite.student book/part1/01_attention_is_a_ccmc.md ... --out student_notebooks
+    python3 dev.py student            # every chapter listed in _toc.yml
+
+Solutions in the book are written with sphinx-exercise's gated directives, so they may
+contain code cells::
+
+    ```{solution-start} p1-ex-transition
+    :class: dropdown
+    ```
+    ... markdown and code cells of the solution ...
+    ```{solution-end}
+    ```
+
+Everything from a ``solution-start`` fence to the end of the matching ``solution-end``
+block is removed, as are plain ``{solution}`` directive blocks. Exercises, stubs and the
+checker cells stay, so a student runs the checker on their own code. The notebook gets
+the book's set-up cell (installs ``ccmc_lite`` when missing) at the top and no outputs.
+Needs ``jupytext`` (installed with the book's environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["count_blocks", "strip_solutions", "write_student_notebook"]
+
+_FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[a-z:-]+)\}")
+
+
+def _block_end(lines: list[str], start: int, fence: str) -> int:
+    """Index of the line closing the directive opened at ``lines[start]``."""
+    for j in range(start + 1, len(lines)):
+        stripped = lines[j].strip()
+        if stripped == fence or (
+            stripped.startswith(fence[0])
+            and set(stripped) == {fence[0]}
+            and len(stripped) >= len(fence)
+        ):
+            return j
+    raise ValueError(f"unclosed directive opened on line {start + 1}: {lines[start].strip()}")
+
+
+def count_blocks(text: str, name: str) -> int:
+    """Number of ``{name}`` directive openings in a MyST text."""
+    return sum(1 for line in text.splitlines() if (m := _FENCE.match(line)) and m["name"] == name)
+
+
+def strip_solutions(text: str) -> str:
+    """Remove every solution (gated or plain) from a MyST Markdown chapter.
+
+    Raises ``ValueError`` for a ``solution-start`` without a ``solution-end``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str; got {type(text).__name__}")
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if m and m["name"] == "solution":
+            i = _block_end(lines, i, m["fence"]) + 1
+            continue
+        if m and m["name"] == "solution-start":
+            j = i + 1
+            while j < len(lines):
+                m2 = _FENCE.match(lines[j])
+                if m2 and m2["name"] == "solution-end":
+                    break
+                j += 1
+            else:
+                raise ValueError(f"solution-start on line {i + 1} has no solution-end")
+            i = _block_end(lines, j, _FENCE.match(lines[j])["fence"]) + 1
+            continue
+        out.append(lines[i])
+        i += 1
+    return re.sub(r"\n{3,}", "\n\n", "".join(out))
+
+
+def write_student_notebook(chapter: Path, out_dir: Path, setup_cell: str | None = None) -> Path:
+    """Write ``out_dir/<chapter>.ipynb`` without solutions and outputs; return its path."""
+    try:
+        import jupytext
+        import nbformat
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("the student command needs jupytext: pip install jupytext") from err
+    chapter = Path(chapter)
+    if not chapter.exists():
+        raise ValueError(f"chapter must be an existing file; got {chapter}")
+    text = strip_solutions(chapter.read_text(encoding="utf-8"))
+    nb = jupytext.reads(text, fmt="md:myst")
+    if setup_cell:
+        cell = nbformat.v4.new_code_cell(setup_cell.rstrip() + "\n")
+        cell.metadata["tags"] = ["ccmc-setup"]
+        nb.cells.insert(0, cell)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / (chapter.stem + ".ipynb")
+    nbformat.write(nb, str(target))
+    return target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write student notebooks without solutions.")
+    parser.add_argument("chapters", nargs="*", type=Path, help="MyST chapters (default: the toc)")
+    parser.add_argument("--out", type=Path, default=Path("student_notebooks"))
+    parser.add_argument("--root", type=Path, default=Path.cwd(), help="repository root")
+    args = parser.parse_args(argv)
+    chapters = list(args.chapters) or _toc_chapters(args.root)
+    setup = args.root / "book" / "_colab_setup.py"
+    setup_cell = setup.read_text(encoding="utf-8") if setup.exists() else None
+    for chapter in chapters:
+        target = write_student_notebook(chapter, args.out, setup_cell)
+        solutions = count_blocks(chapter.read_text(encoding="utf-8"), "solution-start")
+        print(f"{chapter} -> {target} ({solutions} solution(s) removed)")
+    return 0
+
+
+def _toc_chapters(root: Path) -> list[Path]:
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                yield entry["file"]
+            for key in ("parts", "chapters", "sections"):
+                yield from walk(entry.get(key, []))
+
+    files = [root / f"{name}.md" for name in walk(toc.get("parts", []))]
+    return [f for f in files if f.exists() and "kernelspec:" in f.read_text(encoding="utf-8")]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""The whole book: a ``-W -n`` build, then every page checked in headless Chromium.
+
+These tests run last (see ``conftest.py``): the chapter tests have filled the execution
+cache, so the build renders instead of executing everything again. The browser runs with
+**every non-local request blocked**: a page that needs a CDN for math, widgets or figures
+fails here.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from book_tools import BUILD_DIR, HTML_DIR, ROOT, chapter_notebooks
+
+pytestmark = pytest.mark.book
+
+SCREENSHOT_DIR = BUILD_DIR / "screenshots"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """Build the book once per session with warnings as errors."""
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run(
+        [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    log = proc.stdout + proc.stderr
+    (BUILD_DIR / "build.log").write_text(log)
+    assert proc.returncode == 0, f"book build failed:\n{log[-6000:]}"
+    warnings = [line for line in log.splitlines() if "WARNING" in line]
+    assert not warnings, "book build printed warnings:\n" + "\n".join(warnings)
+    assert (HTML_DIR / "index.html").exists()
+    return HTML_DIR
+
+
+def test_build_is_clean_and_complete(built_book):
+    for chapter in chapter_notebooks():
+        page = built_book / chapter.relative_to(ROOT).with_suffix(".html")
+        assert page.exists(), f"missing page {page}"
+        ipynb = built_book / "_sources" / chapter.relative_to(ROOT).with_suffix(".ipynb")
+        assert ipynb.exists(), f"missing downloadable notebook {ipynb}"
+        assert "ccmc-setup" in ipynb.read_text(), f"{ipynb.name} lacks the Colab set-up cell"
+    assert (built_book / "_static" / "vendor" / "mathjax" / "tex-svg-full.js").exists()
+
+
+def _chromium() -> str:
+    path = os.environ.get("CCMC_CHROMIUM") or shutil.which("chromium")
+    if not path:
+        pytest.fail(
+            "Debian's chromium is required for the browser test; `python3 dev.py test` "
+            "installs it (apt-get install chromium)"
+        )
+    return path
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+
+@pytest.fixture(scope="session")
+def server(built_book):
+    handler = functools.partial(_QuietHandler, directory=str(built_book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        yield b
+        b.close()
+
+
+def _pages(html_dir: Path) -> list[str]:
+    skip = {"genindex.html", "search.html", "py-modindex.html", "index.html"}
+    pages = []
+    for path in sorted(html_dir.rglob("*.html")):
+        rel = path.relative_to(html_dir).as_posix()
+        if rel in skip or rel.startswith(("_static/", "_modules/", "_sources/")):
+            continue
+        pages.append(rel)
+    return pages
+
+
+WAIT_FOR_RENDER = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  await new Promise(r => setTimeout(r, 300));
+  return true;
+}
+"""
+
+INSPECT = """
+() => {
+  const q = s => Array.from(document.querySelectorAll(s));
+  const mathNodes = q('span.math, div.math');
+  return {
+    tracebacks: q('.output.traceback, .output.error, .cell_output .traceback').length,
+    text_has_traceback: document.body.innerText.includes('Traceback (most recent call last)'),
+    math_nodes: mathNodes.length,
+    math_typeset: mathNodes.filter(n => n.querySelector('mjx-container')).length,
+    math_errors: q('mjx-merror, [data-mjx-error]').length,
+    images: q('img').map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+    widget_views: q('script[type="application/vnd.jupyter.widget-view+json"]').length,
+    widgets_rendered: q('.jupyter-widgets, .widget-container, .jp-OutputArea').length,
+    chapter: !!document.querySelector('meta[name="ccmc-chapter"]'),
+    launch: q('.dropdown-launch-buttons a').map(a => a.href),
+    download: q('.dropdown-download-buttons a').map(a => a.href),
+    exercises: q('.exercise').length,
+    solutions: q('.solution').length,
+  };
+}
+"""
+
+
+def test_every_page_renders_offline(built_book, server, browser):
+    blocked: list[str] = []
+    failures: list[str] = []
+    console_errors: list[str] = []
+    host = urlparse(server).netloc
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+    def route(r):
+        if urlparse(r.request.url).netloc == host:
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("pageerror", lambda err: console_errors.append(f"{page.url}: {err}"))
+    page.on(
+        "console",
+        lambda msg: (
+            console_errors.append(f"{page.url}: {msg.text}") if msg.type == "error" else None
+        ),
+    )
+    pages = _pages(built_book)
+    assert pages, "no pages found"
+    chapters = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in chapter_notebooks()}
+    seen_chapters = 0
+    for rel in pages:
+        page.goto(f"{server}/{rel}", wait_until="load")
+        page.evaluate(WAIT_FOR_RENDER)
+        info = page.evaluate(INSPECT)
+        where = f"[{rel}]"
+        if info["tracebacks"] or info["text_has_traceback"]:
+            failures.append(f"{where} shows error output or a traceback")
+        if info["math_nodes"] != info["math_typeset"]:
+            failures.append(
+                f"{where} typeset {info['math_typeset']} of {info['math_nodes']} math nodes"
+            )
+        if info["math_errors"]:
+            failures.append(f"{where} has {info['math_errors']} MathJax errors")
+        for img in info["images"]:
+            if not img["ok"]:
+                failures.append(f"{where} image did not load: {img['src']}")
+        if info["widget_views"] and not info["widgets_rendered"]:
+            failures.append(f"{where} has widget views that did not render")
+        if rel in chapters:
+            seen_chapters += 1
+            if not info["chapter"]:
+                failures.append(f"{where} lacks the chapter marker")
+            if not any("mybinder.org" in u for u in info["launch"]):
+                failures.append(f"{where} has no Binder launch button")
+            if not any(
+                "colab.research.google.com" in u and u.endswith(".ipynb") for u in info["launch"]
+            ):
+                failures.append(f"{where} has no Colab button pointing at an .ipynb")
+            ipynb = [u for u in info["download"] if u.endswith(".ipynb")]
+            if not ipynb:
+                failures.append(f"{where} has no .ipynb download")
+            else:
+                resp = context.request.get(ipynb[0])
+                if resp.status != 200:
+                    failures.append(f"{where} .ipynb download returns {resp.status}")
+    context.close()
+    assert seen_chapters == len(chapters), (seen_chapters, sorted(chapters))
+    assert not blocked, "pages tried to reach the network:\n" + "\n".join(sorted(set(blocked)))
+    assert not console_errors, "JavaScript errors:\n" + "\n".join(console_errors)
+    assert not failures, "\n".join(failures)
+
+
+def _screenshot_chapter() -> Path:
+    chapters = chapter_notebooks()
+    parts = [c for c in chapters if re.search(r"part\d", c.as_posix())]
+    return (parts or chapters)[0]
+
+
+def test_screenshot_of_a_chapter(built_book, server, browser):
+    chapter = _screenshot_chapter()
+    rel = chapter.relative_to(ROOT).with_suffix(".html").as_posix()
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    out = SCREENSHOT_DIR / (chapter.stem + ".png")
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.goto(f"{server}/{rel}", wait_until="load")
+    page.evaluate(WAIT_FOR_RENDER)
+    page.screenshot(path=str(out), full_page=False)
+    page.close()
+    assert out.stat().st_size > 20_000, "screenshot is suspiciously small (blank page?)"

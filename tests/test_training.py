@@ -1,0 +1,240 @@
+"""Tests for the batched trainer: it must equal R separate ordinary training runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from ccmc_lite.training import TrainConfig, lr_schedule, train_runs
+
+D_IN, N_DATA = 3, 32
+# A fixed data set per run, so batched and looped training see identical batches.
+X_ALL = torch.randn(8, N_DATA, D_IN, generator=torch.Generator().manual_seed(0))
+Y_ALL = (X_ALL @ torch.tensor([1.0, -2.0, 0.5])).unsqueeze(-1)
+
+
+class TiedMLP(nn.Module):
+    """Small model with a tied weight (like weight tying a = e in Makkuva et al.)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(D_IN, 4)
+        self.hidden = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 1)
+        self.register_buffer("scale", torch.tensor(1.0))
+
+    def forward(self, x):
+        h = torch.tanh(self.inp(x))
+        h = h + torch.relu(self.hidden(h)) @ self.hidden.weight  # uses the weight twice
+        return self.out(h) * self.scale
+
+
+def batch_fn(step, runs, gen):
+    idx = (torch.arange(8) + step) % N_DATA
+    return X_ALL[runs][:, idx], Y_ALL[runs][:, idx]  # (R, 8, D_IN), (R, 8, 1)
+
+
+def loss_fn(model, batch):
+    x, y = batch
+    return ((model(x) - y) ** 2).mean()
+
+
+def eval_fn(model, step):
+    return {"mse": ((model(X_ALL[0]) - Y_ALL[0]) ** 2).mean()}
+
+
+CFG = TrainConfig(
+    steps=25,
+    lr=3e-2,
+    optimizer="adamw",
+    weight_decay=1e-2,
+    schedule="cosine",
+    warmup_steps=3,
+    eval_every=10,
+    checkpoint_steps=(0, 10),
+    grad_clip=1.0,
+)
+
+
+@pytest.fixture(scope="module")
+def both():
+    kw = dict(n_runs=4, config=CFG, seed=5, eval_fn=eval_fn, progress=False)
+    return train_runs(TiedMLP, loss_fn, batch_fn, **kw), train_runs(
+        TiedMLP, loss_fn, batch_fn, batched=False, **kw
+    )
+
+
+def test_batched_equals_looped(both):
+    batched, looped = both
+    torch.testing.assert_close(batched.loss, looped.loss, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(batched.grad_norm, looped.grad_norm, rtol=1e-4, atol=1e-5)
+    for name in batched.params:
+        torch.testing.assert_close(batched.params[name], looped.params[name], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(batched.evals["mse"], looped.evals["mse"], rtol=1e-4, atol=1e-5)
+    for step in (0, 10):
+        for name, value in batched.checkpoints[step].items():
+            torch.testing.assert_close(value, looped.checkpoints[step][name])
+
+
+def test_shapes_and_records(both):
+    batched, _ = both
+    assert batched.loss.shape == (4, 25)
+    assert batched.grad_norm.shape == (4, 25)
+    assert batched.eval_steps == [0, 10, 20, 25]
+    assert batched.evals["mse"].shape == (4, 4)
+    assert sorted(batched.checkpoints) == [0, 10]
+    assert batched.n_runs == 4
+    assert set(batched.params) == {n for n, _ in TiedMLP().named_parameters()}
+    assert batched.seconds > 0
+
+
+def test_training_reduces_the_loss():
+    result = train_runs(
+        TiedMLP,
+        loss_fn,
+        batch_fn,
+        n_runs=3,
+        config=TrainConfig(steps=150, lr=3e-2),
+        seed=0,
+        eval_fn=eval_fn,
+        progress=False,
+    )
+    first, last = result.evals["mse"][:, 0], result.evals["mse"][:, -1]
+    assert (last < 0.2 * first).all(), (first, last)
+
+
+def test_runs_are_independent_of_how_many_are_trained():
+    kw = dict(config=CFG, seed=5, progress=False)
+    two = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=2, **kw)
+    four = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=4, **kw)
+    torch.testing.assert_close(two.loss, four.loss[:2], rtol=1e-4, atol=1e-6)
+
+
+def test_same_seed_same_numbers_and_different_seed_differs():
+    kw = dict(n_runs=2, config=TrainConfig(steps=5, lr=1e-2), progress=False)
+    a = train_runs(TiedMLP, loss_fn, batch_fn, seed=1, **kw)
+    b = train_runs(TiedMLP, loss_fn, batch_fn, seed=1, **kw)
+    c = train_runs(TiedMLP, loss_fn, batch_fn, seed=2, **kw)
+    assert torch.equal(a.loss, b.loss)
+    assert not torch.equal(a.loss, c.loss)
+
+
+def test_module_reconstructs_a_run(both):
+    batched, _ = both
+    model = batched.module(2)
+    expected = batched.evals["mse"][2, -1]
+    torch.testing.assert_close(eval_fn(model, 25)["mse"].detach(), expected)
+    early = batched.module(1, step=0)
+    torch.testing.assert_close(early.out.weight.detach(), batched.checkpoints[0]["out.weight"][1])
+    with pytest.raises(ValueError, match="step must be one of the checkpoint steps"):
+        batched.module(0, step=5)
+    with pytest.raises(ValueError, match="run must be <= 3"):
+        batched.module(4)
+
+
+def test_generator_drives_random_batches_reproducibly():
+    def random_batch(step, runs, gen):
+        x = torch.randn(len(runs), 8, D_IN, generator=gen)
+        return x, x.sum(-1, keepdim=True)
+
+    kw = dict(n_runs=3, config=TrainConfig(steps=4, lr=1e-2), seed=0, progress=False)
+    a = train_runs(TiedMLP, loss_fn, random_batch, **kw)
+    b = train_runs(TiedMLP, loss_fn, random_batch, **kw)
+    assert torch.equal(a.loss, b.loss)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_non_finite_loss_stops_with_step_and_setting(batched):
+    def poisoned(step, runs, gen):
+        x, y = batch_fn(step, runs, gen)
+        if step == 3:
+            y = y.clone()
+            y[-1] = float("nan")
+        return x, y
+
+    with pytest.raises(
+        FloatingPointError, match=r"non-finite training loss at step 3.*toy.*lr=0\.01"
+    ):
+        train_runs(
+            TiedMLP,
+            loss_fn,
+            poisoned,
+            n_runs=2,
+            config=TrainConfig(steps=6, lr=1e-2),
+            seed=0,
+            batched=batched,
+            label="toy",
+            progress=False,
+        )
+
+
+def test_progress_prints_text_lines(capsys):
+    train_runs(
+        TiedMLP,
+        loss_fn,
+        batch_fn,
+        n_runs=2,
+        config=TrainConfig(steps=10, lr=1e-2, progress_updates=2),
+        seed=0,
+        label="demo",
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[-1].startswith("demo [####################] 100% step 10/10 | loss ")
+
+
+def test_lr_schedule_shapes():
+    cos = lr_schedule(TrainConfig(steps=100, schedule="cosine", min_lr_ratio=0.1))
+    assert cos(0) == pytest.approx(1.0)
+    assert cos(50) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert cos(100) == pytest.approx(0.1)
+    warm = lr_schedule(TrainConfig(steps=100, warmup_steps=10))
+    assert warm(0) == pytest.approx(0.1)
+    assert warm(9) == pytest.approx(1.0)
+    assert warm(50) == 1.0
+    mid = lr_schedule(TrainConfig(steps=20, schedule="cosine", warmup_steps=10))
+    assert mid(15) == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(steps=0), "steps must be >= 1"),
+        (dict(steps=5, lr=0.0), "lr must lie in"),
+        (dict(steps=5, optimizer="rmsprop"), "optimizer must be one of"),
+        (dict(steps=5, schedule="linear"), "schedule must be one of"),
+        (dict(steps=5, betas=(0.9,)), "betas must be a pair"),
+        (dict(steps=5, betas=(0.9, 1.0)), r"betas\[1\] must lie in"),
+        (dict(steps=5, warmup_steps=6), "warmup_steps must be <= 5"),
+        (dict(steps=5, grad_clip=0.0), "grad_clip must lie in"),
+        (dict(steps=5, checkpoint_steps=(7,)), "checkpoint_steps entry must be <= 5"),
+    ],
+)
+def test_train_config_rejects_bad_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(**kwargs)
+
+
+def test_train_runs_rejects_bad_arguments():
+    cfg = TrainConfig(steps=2)
+    with pytest.raises(ValueError, match="n_runs must be >= 1"):
+        train_runs(TiedMLP, loss_fn, batch_fn, n_runs=0, config=cfg, seed=0)
+    with pytest.raises(TypeError, match="config must be a TrainConfig"):
+        train_runs(TiedMLP, loss_fn, batch_fn, n_runs=1, config={"steps": 2}, seed=0)
+    with pytest.raises(TypeError, match="loss_fn must be callable"):
+        train_runs(TiedMLP, None, batch_fn, n_runs=1, config=cfg, seed=0)
+    with pytest.raises(TypeError, match=r"make_model must return a torch\.nn\.Module"):
+        train_runs(lambda: 3, loss_fn, batch_fn, n_runs=1, config=cfg, seed=0)
+    with pytest.raises(ValueError, match="leading dimension n_runs=2"):
+        train_runs(
+            TiedMLP,
+            loss_fn,
+            lambda s, r, g: batch_fn(s, r[:1], g),
+            n_runs=2,
+            config=cfg,
+            seed=0,
+            progress=False,
+        )

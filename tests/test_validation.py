@@ -1,0 +1,127 @@
+"""Tests for ccmc_lite.validation: every check accepts good input and names bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ccmc_lite.validation import (
+    as_tensor,
+    check_choice,
+    check_float,
+    check_int,
+    check_prob_vector,
+    check_probability,
+    check_seed,
+    check_stochastic_matrix,
+    check_tokens,
+)
+
+
+def test_check_int_accepts_python_numpy_and_tensor_integers():
+    assert check_int("K", 3) == 3
+    assert check_int("K", np.int64(4)) == 4
+    assert check_int("K", torch.tensor(5)) == 5
+    assert isinstance(check_int("K", np.int32(2)), int)
+
+
+@pytest.mark.parametrize("bad", [2.0, "3", None, True, torch.tensor(1.0)])
+def test_check_int_rejects_non_integers_by_name(bad):
+    with pytest.raises(TypeError, match="K must be an integer"):
+        check_int("K", bad)
+
+
+def test_check_int_range_errors_name_argument_and_value():
+    with pytest.raises(ValueError, match=r"K must be >= 2; got 1"):
+        check_int("K", 1, minimum=2)
+    with pytest.raises(ValueError, match=r"depth must be <= 8; got 9"):
+        check_int("depth", 9, maximum=8)
+
+
+def test_check_float_intervals():
+    assert check_float("lr", 1e-3, minimum=0, open_lower=True) == 1e-3
+    with pytest.raises(ValueError, match=r"p must lie in \(0.0, 1.0\); got 1.0"):
+        check_probability("p", 1.0)
+    with pytest.raises(ValueError, match="p must lie in"):
+        check_probability("p", 0)
+    assert check_probability("p", 0, open_interval=False) == 0.0
+    with pytest.raises(ValueError, match="x must be finite"):
+        check_float("x", float("nan"))
+    with pytest.raises(TypeError, match="x must be a real number"):
+        check_float("x", "0.5")
+
+
+def test_check_choice_and_seed():
+    assert check_choice("mode", "sa", ("sa", "ca")) == "sa"
+    with pytest.raises(ValueError, match=r"mode must be one of \('sa', 'ca'\); got 'xa'"):
+        check_choice("mode", "xa", ("sa", "ca"))
+    with pytest.raises(TypeError, match="mode must be a string"):
+        check_choice("mode", 1, ("sa",))
+    assert check_seed(0) == 0
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        check_seed(-1)
+
+
+def test_as_tensor_dtype_ndim_and_finiteness():
+    t = as_tensor("x", [[1, 2], [3, 4]])
+    assert t.dtype == torch.float64 and t.shape == (2, 2)
+    with pytest.raises(ValueError, match=r"x must have 1 dimension\(s\); got shape \(2, 2\)"):
+        as_tensor("x", [[1, 2], [3, 4]], ndim=1)
+    with pytest.raises(ValueError, match="x must contain only finite numbers"):
+        as_tensor("x", [1.0, float("inf")])
+    with pytest.raises(TypeError, match="x must hold integers"):
+        as_tensor("x", [1.5], dtype=torch.long)
+    with pytest.raises(TypeError, match="x must be an array"):
+        as_tensor("x", "abc")
+    with pytest.raises(TypeError, match="x must hold numbers, not booleans"):
+        as_tensor("x", [True, False])
+
+
+def test_prob_vector_checks():
+    v = check_prob_vector("pi", [0.25, 0.75])
+    assert torch.allclose(v, torch.tensor([0.25, 0.75], dtype=torch.float64))
+    with pytest.raises(ValueError, match="pi must sum to 1"):
+        check_prob_vector("pi", [0.2, 0.7])
+    with pytest.raises(ValueError, match="pi must have non-negative entries"):
+        check_prob_vector("pi", [-0.1, 1.1])
+    with pytest.raises(ValueError, match="pi must have strictly positive entries"):
+        check_prob_vector("pi", [0.0, 1.0], positive=True)
+
+
+def test_stochastic_matrix_checks():
+    P = check_stochastic_matrix("P", [[0.9, 0.1], [0.2, 0.8]])
+    assert P.shape == (2, 2)
+    with pytest.raises(ValueError, match="P must be square"):
+        check_stochastic_matrix("P", [[0.5, 0.5, 0.0], [0.2, 0.3, 0.5]])
+    with pytest.raises(ValueError, match=r"row \(1,\) sums to 0.7"):
+        check_stochastic_matrix("P", [[0.5, 0.5], [0.3, 0.4]])
+    with pytest.raises(ValueError, match="P must have non-negative entries"):
+        check_stochastic_matrix("P", [[1.5, -0.5], [0.5, 0.5]])
+    with pytest.raises(ValueError, match="P must contain only finite"):
+        check_stochastic_matrix("P", [[float("nan"), 1.0], [0.5, 0.5]])
+    with pytest.raises(ValueError, match=r"entry \(0, 1\) is 0"):
+        check_stochastic_matrix("P", [[1.0, 0.0], [0.5, 0.5]], positive=True)
+    with pytest.raises(ValueError, match="P must be a matrix"):
+        check_stochastic_matrix("P", [1.0])
+
+
+def test_tokens_checks():
+    X = check_tokens("X", [0, 2, 1], K=3)
+    assert X.dtype == torch.long
+    with pytest.raises(ValueError, match=r"X must hold tokens in \[0, 3\) \(K=3\); found 3"):
+        check_tokens("X", [0, 3], K=3)
+    with pytest.raises(ValueError, match="X must not be empty"):
+        check_tokens("X", [], K=3)
+    with pytest.raises(ValueError, match="found -1"):
+        check_tokens("X", [-1], K=3)
+
+
+@given(st.integers(min_value=1, max_value=8), st.integers(min_value=0, max_value=2**31))
+def test_random_stochastic_matrices_pass(K, seed):
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.ones(K), size=K)
+    out = check_stochastic_matrix("P", P)
+    assert torch.allclose(out.sum(1), torch.ones(K, dtype=torch.float64))
