@@ -37,6 +37,11 @@ def setup(K: int, extra: int, seed: int):
     return g, d, E, W
 
 
+def head_atol(E: torch.Tensor) -> float:
+    """Rounding in C = (E E^T)^{-1} E grows like cond(E)^2 * eps."""
+    return 1e-12 + 1e-14 * float(torch.linalg.cond(E)) ** 2
+
+
 # ---------------------------------------------------------------- Lemma 2.2
 
 
@@ -49,7 +54,7 @@ def test_lemma_2_2_attention_output_is_embedded_ccmc(K, extra, L, seed):
     P = transition_from_weights(W, E)
     pi = ccmc_distribution(P, X)
     torch.testing.assert_close(self_attention(W, E, X), pi @ E, rtol=1e-9, atol=1e-10)
-    torch.testing.assert_close(next_token_distribution(W, E, X), pi, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(next_token_distribution(W, E, X), pi, rtol=0, atol=head_atol(E))
 
 
 @settings(max_examples=30, deadline=None)
@@ -61,7 +66,7 @@ def test_cross_attention_is_the_cross_ccmc(K, extra, L, seed):
     pi = ccmc_distribution(P, X, variant="cross")
     torch.testing.assert_close(cross_attention(W, E, X), pi @ E, rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(
-        next_token_distribution(W, E, X, variant="cross"), pi, rtol=1e-8, atol=1e-10
+        next_token_distribution(W, E, X, variant="cross"), pi, rtol=0, atol=head_atol(E)
     )
 
 
