@@ -117,7 +117,7 @@ def check_function(
         The learner's function.
     reference : callable
         The reference implementation (from :mod:`ccmc_lite`).
-    cases : iterable of tuples
+    cases : list
         Positional arguments for each call; include random and edge cases.
     name : str
         What is being checked, used in the message.

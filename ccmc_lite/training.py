@@ -25,6 +25,9 @@ Conventions
     is callable like the module. It must return a scalar tensor.
 ``eval_fn(model, step)`` (optional)
     a dict of scalar tensors evaluated every ``config.eval_every`` steps without gradients.
+    With ``eval_data`` (a tensor or tuple/dict of tensors with leading dimension ``R``: a
+    fixed evaluation set per run, e.g. sequences from that run's own Markov kernel) it is
+    called as ``eval_fn(model, step, data)`` with the run's slice of ``eval_data``.
 """
 
 from __future__ import annotations
@@ -215,15 +218,25 @@ def _build_models(
 
 
 def _make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
+    # foreach=True: one fused update over all tensors (the default only on CUDA); it makes
+    # the per-run loop ~25% faster on the CPU, so the batched-vs-loop ratio stays honest.
     if config.optimizer == "adamw":
         return torch.optim.AdamW(
-            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+            params,
+            lr=config.lr,
+            betas=config.betas,
+            weight_decay=config.weight_decay,
+            foreach=True,
         )
     if config.optimizer == "adam":
         return torch.optim.Adam(
-            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+            params,
+            lr=config.lr,
+            betas=config.betas,
+            weight_decay=config.weight_decay,
+            foreach=True,
         )
-    return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
 
 
 def _check_finite(losses: torch.Tensor, step: int, label: str, config: TrainConfig) -> None:
@@ -248,6 +261,16 @@ def _slice_batch(batch: Batch, i: int) -> Batch:
     raise TypeError(f"batch_fn must return tensors (or tuples/dicts of them); got {type(batch)}")
 
 
+def _to_device(batch: Batch, device: torch.device) -> Batch:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    raise TypeError(f"eval_data must be tensors (or tuples/dicts of them); got {type(batch)}")
+
+
 def _leading_dim(batch: Batch) -> int:
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.ndim else -1
@@ -266,7 +289,8 @@ def train_runs(
     n_runs: int,
     config: TrainConfig,
     seed: int,
-    eval_fn: Callable[[ModelCall, int], dict[str, torch.Tensor]] | None = None,
+    eval_fn: Callable[..., dict[str, torch.Tensor]] | None = None,
+    eval_data: Batch | None = None,
     batched: bool = True,
     device: torch.device | str | None = "cpu",
     label: str = "",
@@ -286,6 +310,8 @@ def train_runs(
         Base seed. Run ``r`` is initialised with ``derive_seed(seed, r, 0)``; the batched
         data stream uses ``derive_seed(seed, 0, 1)``, run ``r`` of the loop uses
         ``derive_seed(seed, r, 1)``.
+    eval_data:
+        Optional per-run evaluation data (leading dimension ``n_runs``) passed to ``eval_fn``.
     batched:
         ``True`` (default) trains all runs as one vmapped program; ``False`` loops over
         runs with ordinary autograd (the reference and the benchmark baseline).
@@ -308,12 +334,22 @@ def train_runs(
             raise TypeError(f"{name} must be callable; got {type(fn).__name__}")
     if eval_fn is not None and not callable(eval_fn):
         raise TypeError(f"eval_fn must be callable or None; got {type(eval_fn).__name__}")
+    if eval_data is not None:
+        if eval_fn is None:
+            raise ValueError("eval_data was given without an eval_fn to use it")
+        if _leading_dim(eval_data) != n_runs:
+            raise ValueError(
+                f"eval_data must have leading dimension n_runs={n_runs}; "
+                f"got {_leading_dim(eval_data)}"
+            )
     dev = resolve_device(device)
     models = _build_models(make_model, n_runs, seed, dev)
     template = copy.deepcopy(models[0]).to("cpu")
     runner = _train_batched if batched else _train_looped
     start = time.perf_counter()
-    out = runner(models, loss_fn, batch_fn, eval_fn, config, seed, dev, label, progress)
+    if eval_data is not None:
+        eval_data = _to_device(eval_data, dev)
+    out = runner(models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress)
     seconds = time.perf_counter() - start
     params, buffers, loss, gnorm, evals, checkpoints = out
     return TrainResult(
@@ -336,7 +372,9 @@ def _stack_evals(records: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
     return {k: torch.stack([rec[k] for rec in records], dim=-1).cpu() for k in records[0]}
 
 
-def _train_batched(models, loss_fn, batch_fn, eval_fn, config, seed, dev, label, progress):
+def _train_batched(
+    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress
+):
     n_runs = len(models)
     params, buffers = stack_module_state(models)  # name -> (R, ...), leaf tensors
     base = copy.deepcopy(models[0]).to("meta")
@@ -348,11 +386,11 @@ def _train_batched(models, loss_fn, batch_fn, eval_fn, config, seed, dev, label,
 
         return loss_fn(call, batch)
 
-    def run_eval(p, b, step):
+    def run_eval(p, b, step, *data):
         def call(*args, **kwargs):
             return functional_call(base, (p, b), args, kwargs)
 
-        return eval_fn(call, step)
+        return eval_fn(call, step, *data)
 
     batched_loss = vmap(run_loss, in_dims=(0, 0, 0), randomness="different")
     leaves = [params[n] for n in names]
@@ -371,7 +409,12 @@ def _train_batched(models, loss_fn, batch_fn, eval_fn, config, seed, dev, label,
     def record(step: int) -> None:
         if eval_fn is not None and step in eval_steps:
             with torch.no_grad():
-                evals.append(vmap(lambda p, b: run_eval(p, b, step))(params, buffers))
+                if eval_data is None:
+                    evals.append(vmap(lambda p, b: run_eval(p, b, step))(params, buffers))
+                else:
+                    evals.append(
+                        vmap(lambda p, b, d: run_eval(p, b, step, d))(params, buffers, eval_data)
+                    )
         if step in config.checkpoint_steps:
             checkpoints[step] = {n: t.detach().cpu().clone() for n, t in params.items()}
 
@@ -407,7 +450,9 @@ def _train_batched(models, loss_fn, batch_fn, eval_fn, config, seed, dev, label,
     return final, final_buffers, loss_hist, gnorm_hist, _stack_evals(evals), checkpoints
 
 
-def _train_looped(models, loss_fn, batch_fn, eval_fn, config, seed, dev, label, progress):
+def _train_looped(
+    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress
+):
     n_runs = len(models)
     loss_hist = torch.empty(n_runs, config.steps)
     gnorm_hist = torch.empty(n_runs, config.steps)
@@ -427,10 +472,15 @@ def _train_looped(models, loss_fn, batch_fn, eval_fn, config, seed, dev, label, 
         evals: list[dict[str, torch.Tensor]] = []
         ckpts: dict[int, dict[str, torch.Tensor]] = {}
 
-        def record(step: int, model=model, named=named, evals=evals, ckpts=ckpts) -> None:
+        extra = () if eval_data is None else (_slice_batch(eval_data, r),)
+
+        def record(
+            step: int, model=model, named=named, evals=evals, ckpts=ckpts, extra=extra
+        ) -> None:
             if eval_fn is not None and step in eval_steps:
                 with torch.no_grad():
-                    evals.append({k: v.detach() for k, v in eval_fn(model, step).items()})
+                    out = eval_fn(model, step, *extra)
+                    evals.append({k: v.detach() for k, v in out.items()})
             if step in config.checkpoint_steps:
                 ckpts[step] = {n: t.detach().cpu().clone() for n, t in named.items()}
 

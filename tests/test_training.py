@@ -238,3 +238,48 @@ def test_train_runs_rejects_bad_arguments():
             seed=0,
             progress=False,
         )
+
+
+def test_eval_data_gives_each_run_its_own_evaluation_set():
+    def eval_on(model, step, data):
+        x, y = data
+        return {"mse": ((model(x) - y) ** 2).mean()}
+
+    eval_data = (X_ALL[:3, :16], Y_ALL[:3, :16])  # (R, 16, D_IN), (R, 16, 1)
+    kw = dict(
+        n_runs=3,
+        config=TrainConfig(steps=6, lr=1e-2, eval_every=3),
+        seed=2,
+        eval_fn=eval_on,
+        eval_data=eval_data,
+        progress=False,
+    )
+    batched = train_runs(TiedMLP, loss_fn, batch_fn, **kw)
+    looped = train_runs(TiedMLP, loss_fn, batch_fn, batched=False, **kw)
+    assert batched.evals["mse"].shape == (3, 3)
+    torch.testing.assert_close(batched.evals["mse"], looped.evals["mse"], rtol=1e-4, atol=1e-6)
+    for r in range(3):
+        model = batched.module(r)
+        expected = eval_on(model, 6, (eval_data[0][r], eval_data[1][r]))["mse"].detach()
+        torch.testing.assert_close(batched.evals["mse"][r, -1], expected)
+    with pytest.raises(ValueError, match="eval_data must have leading dimension n_runs=2"):
+        train_runs(
+            TiedMLP,
+            loss_fn,
+            batch_fn,
+            n_runs=2,
+            config=TrainConfig(steps=1),
+            seed=0,
+            eval_fn=eval_on,
+            eval_data=eval_data,
+        )
+    with pytest.raises(ValueError, match="eval_data was given without an eval_fn"):
+        train_runs(
+            TiedMLP,
+            loss_fn,
+            batch_fn,
+            n_runs=3,
+            config=TrainConfig(steps=1),
+            seed=0,
+            eval_data=eval_data,
+        )

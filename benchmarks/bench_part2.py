@@ -1,0 +1,108 @@
+"""Part II benchmark: the Fig. 4 (p, q) sweep as one batched program versus a loop over runs.
+
+Makkuva et al. (2024, Fig. 4) train several runs per (p, q) cell, tied and untied. The book
+trains every run of one architecture as one vmapped program
+(:func:`ccmc_lite.markov_runs.train_markov`, on top of
+:func:`ccmc_lite.training.train_runs`). This script times exactly that sweep (the book
+profile's grid: 6 x 6 cells x 3 seeds, tied and untied, N = 32, batch 16) for a fixed number
+of steps in both modes — ``batched=True`` and the per-run loop ``batched=False`` — in one
+process, after a warm-up, and reports the ratio. It also measures the full book-profile
+sweep (800 steps) and a few steps of the paper profile (N = 1024) to estimate its cost.
+
+    python benchmarks/bench_part2.py            # full: about 5 minutes on 2 CPU cores
+    python -c "import bench_part2; print(bench_part2.run(quick=True))"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import torch
+
+from ccmc_lite.markov import binary_kernel
+from ccmc_lite.markov_runs import markov_config, train_markov
+
+GRID = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)  # book profile of chapter "The (p, q) phase diagram"
+SEEDS = 3
+N, BATCH, LR, BOOK_STEPS = 32, 16, 2e-3, 800
+PAPER = dict(cells=81, seeds=5, N=1024, batch=16, steps=8000, chunk=9)
+
+
+def _grid_kernels(grid=GRID, seeds=SEEDS) -> torch.Tensor:
+    return torch.stack([binary_kernel(p, q) for p in grid for q in grid for _ in range(seeds)])
+
+
+def _sweep_seconds(
+    kernels: torch.Tensor, steps: int, *, batched: bool, N: int = N, batch: int = BATCH
+) -> float:
+    """Wall time of the tied + untied sweep (two programs) for ``steps`` steps."""
+    total = 0.0
+    for tied in (True, False):
+        runs = train_markov(
+            kernels,
+            model_options=dict(K=2, d=4, N=N, tied=tied),
+            config=markov_config(steps, lr=LR),
+            seed=11,
+            batch_size=batch,
+            batched=batched,
+            progress=False,
+        )
+        total += runs.result.seconds
+    return total
+
+
+def run(quick: bool = False) -> dict:
+    """Time the Fig. 4 sweep batched vs looped; returns a flat dict of numbers."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the chapters: tiny models, shared 2-core machine
+    try:
+        kernels = _grid_kernels()
+        steps = 5 if quick else 20
+        # warm-up: both code paths, a few runs, two steps
+        _sweep_seconds(kernels[:4], 2, batched=True)
+        _sweep_seconds(kernels[:4], 2, batched=False)
+        batched = _sweep_seconds(kernels, steps, batched=True)
+        looped = _sweep_seconds(kernels, steps, batched=False)
+        out = {
+            "fig4_runs_total": 2 * len(kernels),
+            "fig4_steps_timed": steps,
+            "fig4_batched_s": round(batched, 3),
+            "fig4_looped_s": round(looped, 3),
+            "fig4_batched_vs_looped_speedup": round(looped / batched, 2),
+            "fig4_batched_ms_per_step_all_runs": round(1000 * batched / (2 * steps), 2),
+        }
+        if quick:
+            out["fig4_book_profile_estimated_s"] = round(batched / steps * BOOK_STEPS, 1)
+        else:
+            out["fig4_book_profile_measured_s"] = round(
+                _sweep_seconds(kernels, BOOK_STEPS, batched=True), 1
+            )
+        # paper profile: a few steps of one chunk of runs at N = 1024, scaled to the sweep
+        probe_steps = 1 if quick else 2
+        chunk = _grid_kernels(grid=(0.3, 0.5, 0.7), seeds=1)  # 9 runs
+        probe = train_markov(
+            chunk,
+            model_options=dict(K=2, d=4, N=PAPER["N"], tied=True),
+            config=markov_config(probe_steps, lr=1e-3),
+            seed=0,
+            batch_size=PAPER["batch"],
+            progress=False,
+        )
+        per_run_step = probe.result.seconds / (probe_steps * len(chunk))
+        paper_runs = 2 * PAPER["cells"] * PAPER["seeds"]
+        out["paper_profile_s_per_run_step_N1024"] = round(per_run_step, 4)
+        out["paper_profile_fig4_estimated_h"] = round(
+            per_run_step * paper_runs * PAPER["steps"] / 3600, 1
+        )
+        out["torch_threads"] = torch.get_num_threads()
+        out["load_avg_1min_at_end"] = round(os.getloadavg()[0], 2)
+        out["timestamp_unix"] = int(time.time())
+        return out
+    finally:
+        torch.set_num_threads(threads)
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

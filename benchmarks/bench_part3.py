@@ -1,0 +1,78 @@
+"""Part III benchmarks: the stage-wise run of Varre et al. 2025, Sec. 5.
+
+Measures, on the paper's setting (S = 5, n = 3, T = 32, alpha = 0.5, two heads, d = 5,
+Adam lr 0.01, batch 128):
+
+* steps per second of one run (data sampling included) and the implied cost of the
+  2^14-step run of the paper;
+* batched against looped seeds: R seeds trained as one vmapped program
+  (``train_runs(batched=True)``) versus the plain loop over runs (``batched=False``), with the
+  same number of optimiser steps per seed, measured in the same process after a warm-up;
+* throughput of the exact fast sampler (:func:`ccmc_lite.ngram.sample_urn`).
+
+Run standalone: ``python benchmarks/bench_part3.py`` (``--quick`` for a short run).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import torch
+
+from ccmc_lite.disentangled import SimplifiedTransformer
+from ccmc_lite.ngram import NGramTask, sample_urn
+from ccmc_lite.stagewise import NGramStream, make_loss_fn
+from ccmc_lite.training import TrainConfig, train_runs
+
+TASK = NGramTask(S=5, n=3, T=32, alpha=0.5)
+
+
+def _train(n_runs: int, steps: int, batched: bool) -> float:
+    config = TrainConfig(steps=steps, lr=0.01, optimizer="adam")
+    result = train_runs(
+        lambda: SimplifiedTransformer(5, 32, 2),
+        make_loss_fn(),
+        NGramStream(TASK, 128),
+        n_runs=n_runs,
+        config=config,
+        seed=0,
+        batched=batched,
+        progress=False,
+    )
+    return result.seconds
+
+
+def run(quick: bool = False) -> dict:
+    """Measure the Part III stage-wise training; returns a flat dict of named numbers."""
+    torch.set_num_threads(1)  # tiny tensors: one thread is fastest (and comparable)
+    steps = 60 if quick else 400
+    seeds = 4
+    _train(1, 10, True)  # warm-up (allocator, vmap tracing)
+    _train(1, 10, False)
+    one = _train(1, steps, True)
+    batched = _train(seeds, steps, True)
+    looped = _train(seeds, steps, False)
+    n_seq = 4096 if quick else 32768
+    gen = torch.Generator().manual_seed(0)
+    start = time.perf_counter()
+    sample_urn(TASK, (n_seq,), generator=gen)
+    sampling = time.perf_counter() - start
+    steps_per_s = steps / one
+    return {
+        "part3_steps_timed": steps,
+        "part3_single_run_steps_per_s": round(steps_per_s, 2),
+        "part3_paper_run_2p14_steps_estimated_s": round(2**14 / steps_per_s, 1),
+        "part3_seeds": seeds,
+        "part3_batched_seeds_steps_per_s": round(steps / batched, 2),
+        "part3_looped_seeds_steps_per_s": round(steps / looped, 2),
+        "part3_batched_vs_looped_speedup": round(looped / batched, 2),
+        "part3_batched_seed_steps_per_s": round(seeds * steps / batched, 2),
+        "part3_urn_sampler_sequences_per_s": round(n_seq / sampling, 0),
+        "part3_threads": torch.get_num_threads(),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))

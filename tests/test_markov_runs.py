@@ -1,0 +1,198 @@
+"""Tests for ccmc_lite.markov_runs: batched training on Markov chains and its evaluation."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import pytest
+import torch
+
+from ccmc_lite import markov_runs
+from ccmc_lite.landscape import theta_pi
+from ccmc_lite.markov import binary_kernel, entropy_rate, symmetric_kernel, unigram_entropy
+from ccmc_lite.markov_runs import (
+    attention_ratio,
+    markov_config,
+    plot_pq_grid,
+    train_markov,
+    unigram_gap,
+    zero_position_probs,
+)
+from ccmc_lite.markov_transformer import MarkovTransformer
+
+matplotlib.use("Agg")
+
+KERNELS = torch.stack([binary_kernel(0.5, 0.8), binary_kernel(0.2, 0.3), binary_kernel(0.9, 0.9)])
+
+
+def test_markov_config_uses_the_paper_optimiser():
+    c = markov_config(100, eval_every=30)
+    assert c.optimizer == "adamw" and c.betas == (0.9, 0.95) and c.schedule == "cosine"
+    assert c.weight_decay == 1e-3 and c.checkpoint_steps == (0, 30, 60, 90, 100)
+    assert markov_config(10).checkpoint_steps == (0, 10)
+    with pytest.raises(ValueError, match="steps"):
+        markov_config(0)
+
+
+def test_train_markov_shapes_and_evaluation():
+    runs = train_markov(
+        KERNELS,
+        model_options=dict(K=2, d=3, N=8),
+        config=markov_config(6, eval_every=3),
+        seed=0,
+        batch_size=4,
+        progress=False,
+    )
+    assert runs.n_runs == 3 and runs.result.loss.shape == (3, 6)
+    steps, L = runs.test_losses(n_test=8)
+    assert steps == [0, 3, 6] and L.shape == (3, 3) and bool(torch.isfinite(L).all())
+    x, probs = runs.probabilities(n_test=5)
+    assert x.shape == (3, 5, 8) and probs.shape == (3, 5, 8, 2)
+    assert torch.allclose(probs.sum(-1), torch.ones(3, 5, 8, dtype=torch.float64), atol=1e-5)
+    m = runs.module(1, step=3)
+    assert isinstance(m, MarkovTransformer) and not m.e.requires_grad
+    with pytest.raises(ValueError, match="step"):
+        runs.params_at(4)
+
+
+def test_train_markov_is_reproducible_and_runs_are_independent():
+    kw = dict(
+        model_options=dict(K=2, d=3, N=6),
+        config=markov_config(5),
+        seed=4,
+        batch_size=3,
+        progress=False,
+    )
+    a = train_markov(KERNELS, **kw)
+    b = train_markov(KERNELS, **kw)
+    assert torch.equal(a.result.loss, b.result.loss)
+    # run r is initialised from derive_seed(seed, r, 0): the same whatever R is
+    c = train_markov(KERNELS[:1], **kw)
+    assert torch.equal(a.params_at(0)["e"][0], c.params_at(0)["e"][0])
+
+
+def test_train_markov_chunks_and_kstate():
+    kernels = torch.stack([symmetric_kernel(3, 0.3)] * 5)
+    runs = train_markov(
+        kernels,
+        model_options=dict(K=3, d=2, N=5),
+        config=markov_config(3),
+        seed=1,
+        batch_size=2,
+        chunk_size=2,
+        progress=False,
+    )
+    assert runs.result.loss.shape == (5, 3) and runs.params_at(0)["E"].shape == (5, 3, 2)
+
+
+def test_train_markov_bad_inputs():
+    with pytest.raises(ValueError, match="K=3"):
+        train_markov(
+            KERNELS,
+            model_options=dict(K=3),
+            config=markov_config(2),
+            seed=0,
+            batch_size=2,
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="kernels"):
+        train_markov(
+            binary_kernel(0.2, 0.3),
+            model_options={},
+            config=markov_config(2),
+            seed=0,
+            batch_size=2,
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="row"):
+        train_markov(
+            torch.tensor([[[0.5, 0.4], [0.3, 0.7]]]),
+            model_options={},
+            config=markov_config(2),
+            seed=0,
+            batch_size=2,
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="unknown model option"):
+        train_markov(
+            KERNELS,
+            model_options={"width": 3},
+            config=markov_config(2),
+            seed=0,
+            batch_size=2,
+            progress=False,
+        )
+    with pytest.raises(ValueError, match="batch_size"):
+        train_markov(
+            KERNELS, model_options={}, config=markov_config(2), seed=0, batch_size=0, progress=False
+        )
+
+
+def test_non_finite_loss_stops_with_step_and_setting(monkeypatch):
+    real = markov_runs.next_token_loss
+
+    def exploding(model, x):
+        return real(model, x) * float("inf")
+
+    monkeypatch.setattr(markov_runs, "next_token_loss", exploding)
+    with pytest.raises(FloatingPointError, match=r"step 0.*grid cell.*tied=True"):
+        train_markov(
+            KERNELS,
+            model_options=dict(N=4),
+            config=markov_config(3),
+            seed=0,
+            batch_size=2,
+            label="grid cell",
+            progress=False,
+        )
+
+
+def test_unigram_gap_endpoints_and_independence():
+    rate = entropy_rate(KERNELS)
+    uni = unigram_entropy(KERNELS)
+    gap = unigram_gap(torch.stack([rate, uni], 1), KERNELS)
+    assert torch.allclose(gap, torch.tensor([[0.0, 1.0]] * 3, dtype=torch.float64), atol=1e-12)
+    flat = torch.stack([binary_kernel(0.3, 0.7)])
+    with pytest.raises(ValueError, match="independent"):
+        unigram_gap(torch.tensor([0.6]), flat)
+    assert float(unigram_gap(torch.tensor([0.6]), flat, undefined=-1.0)[0]) == -1.0
+
+
+def test_zero_position_probs_reading_order():
+    x = torch.tensor([[[0, 1, 0], [1, 0, 0]]])  # (R=1, S=2, N=3)
+    probs = torch.zeros(1, 2, 3, 2)
+    probs[..., 1] = torch.tensor([[[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]])
+    out = zero_position_probs(x, probs, count=4)
+    assert torch.allclose(out, torch.tensor([[0.1, 0.3, 0.5, 0.6]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="count"):
+        zero_position_probs(x, probs, count=5)
+
+
+def test_attention_ratio():
+    P = binary_kernel(0.5, 0.8)
+    point = theta_pi(MarkovTransformer(K=2, d=3, N=6), P)
+    x = torch.randint(0, 2, (4, 6))
+    assert attention_ratio(point, x) == 0.0  # W_O = 0
+    torch.manual_seed(0)
+    assert attention_ratio(MarkovTransformer(K=2, d=3, N=6, init_std=0.5), x) > 0
+    with pytest.raises(TypeError, match="model"):
+        attention_ratio(object(), x)
+
+
+def test_plot_pq_grid():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    grid = (0.2, 0.4, 0.6, 0.8)
+    values = torch.tensor([[p for q in grid] for p in grid])
+    im = plot_pq_grid(ax, values, grid, mask=values > 0.7)
+    assert im.get_array().shape == (4, 4)
+    assert math.isclose(
+        float(im.get_array()[3, 1]), 0.4, rel_tol=1e-6
+    )  # transposed: row = q, column = p
+    with pytest.raises(ValueError, match="shape"):
+        plot_pq_grid(ax, values[:3], grid)
+    with pytest.raises(ValueError, match="evenly"):
+        plot_pq_grid(ax, values, (0.1, 0.2, 0.5, 0.9))
+    plt.close(fig)

@@ -1,0 +1,189 @@
+"""Tests for ccmc_lite.markov_transformer: the Makkuva et al. model and its losses."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ccmc_lite.markov import binary_kernel, sample_chains, symmetric_kernel
+from ccmc_lite.markov_transformer import (
+    MODEL_OPTIONS,
+    MarkovTransformer,
+    build_model,
+    check_model_options,
+    kernel_loss,
+    model_factory,
+    next_token_loss,
+)
+from ccmc_lite.seeding import torch_generator
+from ccmc_lite.training import TrainConfig, train_runs
+
+
+def test_binary_model_parameters_and_output():
+    torch.manual_seed(0)
+    m = MarkovTransformer(K=2, d=4, N=8)
+    names = dict(m.named_parameters())
+    assert names["e"].shape == (4,) and names["b"].shape == () and "a" not in names
+    assert names["pos"].shape == (8, 4) and names["blocks.0.W_1"].shape == (16, 4)
+    x = torch.randint(0, 2, (3, 8))
+    logp = m(x)
+    assert logp.shape == (3, 8, 2)
+    assert torch.allclose(logp.exp().sum(-1), torch.ones(3, 8), atol=1e-6)
+    assert m(x, output="logits").shape == (3, 8)
+    untied = MarkovTransformer(K=2, d=4, N=8, tied=False)
+    assert "a" in dict(untied.named_parameters())
+
+
+def test_kstate_model_parameters_and_output():
+    m = MarkovTransformer(K=5, d=3, N=6, tied=False, depth=2, layer_norm=True)
+    names = dict(m.named_parameters())
+    assert names["E"].shape == (5, 3) and names["A"].shape == (5, 3) and names["b"].shape == (5,)
+    assert "blocks.1.W_Q" in names and "lnf_w" in names
+    out = m(torch.randint(0, 5, (2, 6)))
+    assert out.shape == (2, 6, 5)
+    assert torch.allclose(out.exp().sum(-1), torch.ones(2, 6), atol=1e-6)
+
+
+def test_tied_readout_is_the_embedding_and_sigmoid_matches():
+    torch.manual_seed(1)
+    m = MarkovTransformer(K=2, d=3, N=5)
+    assert m.readout_weight() is m.e
+    x = torch.randint(0, 2, (2, 5))
+    parts = m(x, output="parts")
+    logit = parts["z"][-1] @ m.e + m.b
+    assert torch.allclose(parts["logits"], logit)
+    assert torch.allclose(m(x)[..., 1].exp(), torch.sigmoid(logit), atol=1e-6)
+
+
+def test_model_is_causal():
+    torch.manual_seed(2)
+    m = MarkovTransformer(K=3, d=4, N=10)
+    x = torch.randint(0, 3, (1, 10))
+    y = x.clone()
+    y[0, 6:] = (y[0, 6:] + 1) % 3  # change the future only
+    assert torch.allclose(m(x)[0, :6], m(y)[0, :6], atol=1e-6)
+    assert not torch.allclose(m(x)[0, 6:], m(y)[0, 6:])
+
+
+def test_ablation_options_remove_components():
+    m = MarkovTransformer(K=3, d=4, N=5, attention=False, feed_forward=False)
+    names = dict(m.named_parameters())
+    assert not any("W_" in n for n in names)
+    x = torch.randint(0, 3, (2, 5))
+    parts = m(x, output="parts")
+    assert torch.equal(parts["z"][0], parts["x"])  # both blocks are the identity
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"K": 1}, "K"),
+        ({"d": 0}, "d"),
+        ({"N": 0}, "N"),
+        ({"depth": 0}, "depth"),
+        ({"ff_width": 0}, "ff_width"),
+        ({"init_std": 0.0}, "init_std"),
+        ({"tide": True}, "unknown model option"),
+    ],
+)
+def test_bad_options_raise_value_error(options, match):
+    with pytest.raises(ValueError, match=match):
+        check_model_options(options)
+    with pytest.raises(ValueError, match=match):
+        build_model(**options)
+
+
+def test_option_types_and_defaults():
+    with pytest.raises(TypeError, match="tied"):
+        check_model_options({"tied": "yes"})
+    opts = check_model_options({"d": 6})
+    assert opts["ff_width"] == 24 and opts["attn_dim"] == 6
+    assert set(opts) == set(MODEL_OPTIONS)
+    make = model_factory(K=3, d=2, N=4)
+    assert isinstance(make(), MarkovTransformer) and make().K == 3
+
+
+def test_forward_rejects_long_inputs_and_bad_output():
+    m = MarkovTransformer(K=2, d=2, N=4)
+    with pytest.raises(ValueError, match="N=4"):
+        m(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="output"):
+        m(torch.zeros(1, 4, dtype=torch.long), output="probs")
+    with pytest.raises(ValueError, match="x"):
+        m.predict_proba([[0, 2]])
+
+
+def test_next_token_loss_matches_manual_cross_entropy():
+    torch.manual_seed(3)
+    m = MarkovTransformer(K=3, d=2, N=4)
+    x = torch.randint(0, 3, (5, 5))
+    logp = m(x[:, :-1])
+    manual = -torch.stack([logp[b, n, x[b, n + 1]] for b in range(5) for n in range(4)]).mean()
+    assert torch.allclose(next_token_loss(m, x), manual)
+
+
+def test_kernel_loss_is_the_conditional_expectation_of_the_loss():
+    torch.manual_seed(4)
+    m = MarkovTransformer(K=2, d=3, N=6, init_std=0.5)
+    P = binary_kernel(0.3, 0.6)
+    x = sample_chains(P, 4000, 7, generator=torch_generator(0))
+    with torch.no_grad():
+        sampled = float(next_token_loss(m, x))
+        expected = float(kernel_loss(m, x[:, :-1], P))
+        logp = m(x[:, :-1])
+        manual = float(-(P[x[:, :-1]] * logp.double()).sum(-1).mean())
+    assert abs(expected - manual) < 1e-6
+    assert abs(sampled - expected) < 0.01  # same expectation, different noise
+
+
+def test_model_trains_as_one_run_and_as_stacked_runs():
+    P = symmetric_kernel(3, 0.4)
+
+    def batch_fn(step, runs, gen):
+        return sample_chains(torch.stack([P] * len(runs)), 4, 7, generator=gen)
+
+    config = TrainConfig(steps=3, lr=1e-2, checkpoint_steps=(0,))
+    make = model_factory(K=3, d=4, N=6)
+    batched = train_runs(
+        make, next_token_loss, batch_fn, n_runs=2, config=config, seed=1, progress=False
+    )
+    looped = train_runs(
+        make,
+        next_token_loss,
+        batch_fn,
+        n_runs=2,
+        config=config,
+        seed=1,
+        batched=False,
+        progress=False,
+    )
+    for name in batched.checkpoints[0]:  # same initialisations in both modes
+        assert torch.equal(batched.checkpoints[0][name], looped.checkpoints[0][name])
+    assert batched.loss.shape == looped.loss.shape == (2, 3)
+    assert bool(torch.isfinite(batched.loss).all())
+
+
+def test_batched_and_looped_training_agree_on_the_same_data():
+    data = sample_chains(
+        torch.stack([binary_kernel(0.3, 0.8)] * 2), 4, 7, generator=torch_generator(9)
+    )  # (R, B, N+1), fixed
+
+    def batch_fn(step, runs, gen):
+        return data[runs]
+
+    config = TrainConfig(steps=4, lr=1e-2, optimizer="adamw", betas=(0.9, 0.95))
+    make = model_factory(K=2, d=4, N=6, tied=False, layer_norm=True, depth=2)
+    a = train_runs(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=3, progress=False)
+    b = train_runs(
+        make,
+        next_token_loss,
+        batch_fn,
+        n_runs=2,
+        config=config,
+        seed=3,
+        batched=False,
+        progress=False,
+    )
+    assert torch.allclose(a.loss, b.loss, atol=1e-5)
+    for name in a.params:
+        assert torch.allclose(a.params[name], b.params[name], atol=1e-5)

@@ -1,0 +1,235 @@
+"""Tests for ccmc_lite.ngram (Varre et al. 2025, Sec. 2.2 and App. H)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ccmc_lite.estimators import estimator_losses
+from ccmc_lite.ngram import (
+    NGramTask,
+    dirichlet,
+    entropy,
+    flatten_transitions,
+    history_codes,
+    lifted_transition_matrix,
+    log_uniform,
+    next_token_probs,
+    sample_batch,
+    sample_sequences,
+    sample_transitions,
+    sample_urn,
+    stationary_distribution,
+    suffix_conditional,
+)
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"n": 0}, "n"),
+        ({"S": 1}, "S"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"T": 2, "n": 3}, "T"),
+        ({"start": "burn-in"}, "start"),
+    ],
+)
+def test_task_rejects_bad_settings(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        NGramTask(**kwargs)
+
+
+def test_history_codes_rejects_tokens_outside_vocabulary():
+    with pytest.raises(ValueError, match="tokens"):
+        history_codes(torch.tensor([[0, 1, 5]]), 5, 2)
+    with pytest.raises(ValueError, match="tokens"):
+        history_codes(torch.tensor([[0, -1, 2]]), 5, 2)
+
+
+def test_sample_sequences_rejects_short_T():
+    P = sample_transitions(NGramTask(S=3, n=3, T=4), (2,), seed=0)
+    with pytest.raises(ValueError, match="T"):
+        sample_sequences(P, 2, seed=0)
+
+
+def test_seed_or_generator_required():
+    with pytest.raises(ValueError, match="seed"):
+        sample_batch(NGramTask(), 4)
+
+
+def test_urn_needs_uniform_start():
+    with pytest.raises(ValueError, match="start"):
+        sample_urn(NGramTask(start="stationary"), (4,), seed=0)
+
+
+# ----------------------------------------------------------------------------- Dirichlet
+
+
+def test_dirichlet_moments_match_theory():
+    alpha, S = 0.5, 5
+    x = dirichlet(alpha, (40000,), S, seed=1)
+    assert x.shape == (40000, S)
+    torch.testing.assert_close(x.sum(-1), torch.ones(40000, dtype=x.dtype))
+    a0 = S * alpha
+    var = alpha * (a0 - alpha) / (a0**2 * (a0 + 1))  # 0.0228...
+    assert abs(float(x.mean()) - 1 / S) < 2e-3
+    assert abs(float(x.var(0).mean()) - var) < 1.5e-3
+
+
+def test_dirichlet_small_alpha_never_degenerates():
+    x = dirichlet(0.02, (5000,), 4, seed=3)
+    assert bool(torch.isfinite(x).all())
+    torch.testing.assert_close(x.sum(-1), torch.ones(5000, dtype=x.dtype))
+
+
+def test_dirichlet_same_seed_same_numbers():
+    a = dirichlet(0.5, (10,), 3, seed=7)
+    b = dirichlet(0.5, (10,), 3, seed=7)
+    c = dirichlet(0.5, (10,), 3, seed=8)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+
+
+def test_sample_transitions_shape_and_rows():
+    task = NGramTask(S=4, n=3, T=8)
+    P = sample_transitions(task, (6,), seed=0)
+    assert P.shape == (6, 4, 4, 4)
+    torch.testing.assert_close(P.sum(-1), torch.ones(6, 4, 4, dtype=P.dtype))
+
+
+# ----------------------------------------------------------------------------- lifted chain
+
+
+def test_lifted_matrix_structure():
+    S, n = 3, 3
+    P = sample_transitions(NGramTask(S=S, n=n, T=5), (1,), seed=0)
+    M = lifted_transition_matrix(P, S, n)[0]
+    flat = flatten_transitions(P, S, n)[0]
+    assert M.shape == (9, 9)
+    torch.testing.assert_close(M.sum(-1), torch.ones(9, dtype=M.dtype))
+    # history (a, b) -> (b, j) with probability P[a, b, j]
+    a, b, j = 2, 1, 0
+    assert float(M[a * 3 + b, b * 3 + j]) == pytest.approx(float(flat[a * 3 + b, j]))
+    assert float(M[a * 3 + b, 0 * 3 + j]) == 0.0  # (a, b) cannot go to (0, j) since b != 0
+
+
+@settings(max_examples=20, deadline=None)
+@given(S=st.integers(2, 4), n=st.integers(1, 3), seed=st.integers(0, 10_000))
+def test_stationary_distribution_is_invariant(S, n, seed):
+    P = sample_transitions(NGramTask(S=S, n=n, T=n + 1), (3,), seed=seed)
+    pi = stationary_distribution(P, S, n)
+    M = lifted_transition_matrix(P, S, n).double()
+    torch.testing.assert_close(torch.einsum("bh,bhg->bg", pi, M), pi, atol=1e-10, rtol=0)
+    torch.testing.assert_close(pi.sum(-1), torch.ones(3, dtype=pi.dtype))
+
+
+def test_history_codes_values():
+    x = torch.tensor([[1, 2, 0, 2]])
+    assert history_codes(x, 3, 0).tolist() == [[0, 0, 0, 0]]
+    assert history_codes(x, 3, 1).tolist() == [[1, 2, 0, 2]]
+    assert history_codes(x, 3, 2).tolist() == [[-1, 1 * 3 + 2, 2 * 3 + 0, 0 * 3 + 2]]
+
+
+# ----------------------------------------------------------------------------- sequences
+
+
+def test_next_probs_are_the_rows_of_the_history():
+    task = NGramTask(S=4, n=3, T=12)
+    b = sample_batch(task, 50, seed=0)
+    ref = next_token_probs(b.transitions, b.tokens)
+    torch.testing.assert_close(b.next_probs[:, 1:], ref[:, 1:])
+    # inside the uniform start the next token is uniform
+    torch.testing.assert_close(b.next_probs[:, 0], torch.full((50, 4), 0.25, dtype=ref.dtype))
+    assert b.target.shape == (50, 4)
+
+
+def test_sampling_is_reproducible():
+    task = NGramTask(S=3, n=2, T=10)
+    a = sample_batch(task, 8, seed=5)
+    b = sample_batch(task, 8, seed=5)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.transitions, b.transitions)
+
+
+def test_tokens_follow_the_rows():
+    """Empirical transition frequencies of long sequences match P (one fixed chain)."""
+    task = NGramTask(S=3, n=2, T=4000)
+    P = sample_transitions(task, (1,), seed=2)
+    x, _ = sample_sequences(P, 4000, seed=3)
+    counts = torch.zeros(3, 3)
+    counts.index_put_((x[0, :-1], x[0, 1:]), torch.ones(3999), accumulate=True)
+    freq = counts / counts.sum(-1, keepdim=True)
+    assert float((freq - P[0].float()).abs().max()) < 0.06
+
+
+def test_stationary_start_window_has_law_pi():
+    """Lemma H.3: with the stationary start every (n-1)-window has law π."""
+    S, n = 3, 3
+    P = sample_transitions(NGramTask(S=S, n=n, T=6), (1,), seed=4).expand(60000, S, S, S)
+    x, _ = sample_sequences(P.contiguous(), 6, start="stationary", seed=5)
+    pi = stationary_distribution(P[:1], S, n)[0]
+    for t in (1, 4):  # window ending at t
+        code = x[:, t - 1] * S + x[:, t]
+        freq = torch.bincount(code, minlength=S * S).double() / x.shape[0]
+        assert float((freq - pi).abs().max()) < 0.012
+
+
+def test_urn_sampler_matches_forward_sampler_in_law():
+    task = NGramTask(S=5, n=3, T=32, alpha=0.5)
+    x1, y1 = sample_urn(task, (20000,), seed=0)
+    b = sample_batch(task, 20000, seed=1)
+    l1 = estimator_losses(x1, y1.double(), 5, (2, 3), smoothing=0.5)
+    l2 = estimator_losses(b.tokens, b.target, 5, (2, 3), smoothing=0.5)
+    for k in (2, 3):
+        assert abs(l1[k] - l2[k]) < 0.02
+    assert abs(float(entropy(y1.double()).mean()) - float(entropy(b.target).mean())) < 0.02
+
+
+def test_urn_shapes_alpha_and_query():
+    task = NGramTask(S=3, n=2, T=10, alpha=1.0)
+    x, y = sample_urn(task, (2, 4), seed=0, alpha=torch.tensor([[0.5], [2.0]]))
+    assert x.shape == (2, 4, 10) and y.shape == (2, 4, 3)
+    torch.testing.assert_close(y.sum(-1), torch.ones(2, 4))
+    a1 = sample_urn(task, (6,), seed=3)
+    a2 = sample_urn(task, (6,), seed=3, query_pos=torch.tensor(9))
+    assert torch.equal(a1[0], a2[0]) and torch.equal(a1[1], a2[1])
+    with pytest.raises(ValueError, match="query_pos"):
+        sample_urn(task, (6,), seed=3, query_pos=torch.tensor(10))
+
+
+# ----------------------------------------------------------------------------- App H
+
+
+def test_suffix_conditional_full_history_is_P():
+    task = NGramTask(S=3, n=3, T=8)
+    P = sample_transitions(task, (4,), seed=0)
+    cond = suffix_conditional(P, 3, 8)
+    torch.testing.assert_close(cond, flatten_transitions(P, 3, 3).double())
+
+
+def test_lemma_h5_stationary_conditionals_are_time_homogeneous():
+    S, n = 3, 3
+    P = sample_transitions(NGramTask(S=S, n=n, T=8), (2,), seed=1)
+    pi = stationary_distribution(P, S, n).reshape(2, S, S)  # π[a, b]
+    flat = flatten_transitions(P, S, n).double().reshape(2, S, S, S)
+    # Lemma H.5 with l = 1: p(x_{t+1} = j | x_t = b) = Σ_a π[a, b] P[a, b, j] / Σ_a π[a, b]
+    num = torch.einsum("zab,zabj->zbj", pi, flat)
+    h5 = num / pi.sum(1)[..., None]
+    for T in (3, 9, 30):
+        torch.testing.assert_close(suffix_conditional(P, 2, T, start="stationary"), h5)
+    # the uniform start converges to the same conditional as T grows
+    far = suffix_conditional(P, 2, 200, start="uniform")
+    torch.testing.assert_close(far, h5, atol=1e-8, rtol=0)
+
+
+def test_entropy_and_uniform_level():
+    assert float(entropy(torch.tensor([0.5, 0.5, 0.0]))) == pytest.approx(math.log(2))
+    assert log_uniform(5) == pytest.approx(math.log(5))
+    with pytest.raises(ValueError, match="S"):
+        log_uniform(1)

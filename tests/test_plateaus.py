@@ -1,0 +1,93 @@
+"""Tests for ccmc_lite.plateaus (automatic plateau detection, Varre et al. 2025, Sec. 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ccmc_lite.plateaus import detect_plateaus, escape_step, moving_average, nearest_level
+
+
+def _history():
+    """Three flat stretches separated by two transitions with large gradients."""
+    rng = np.random.default_rng(0)
+    steps = 3000
+    loss = np.concatenate(
+        [
+            np.full(1000, 1.61),
+            np.linspace(1.61, 1.55, 100),
+            np.full(900, 1.55),
+            np.linspace(1.55, 1.44, 100),
+            np.full(900, 1.44),
+        ]
+    )
+    grad = np.full(steps, 0.05) + 0.01 * rng.standard_normal(steps)
+    grad[1000:1100] = 1.0
+    grad[2000:2100] = 1.0
+    return grad, loss + 0.001 * rng.standard_normal(steps)
+
+
+def test_moving_average_values():
+    np.testing.assert_allclose(moving_average([1.0, 3.0, 5.0, 7.0], 2), [1.0, 2.0, 4.0, 6.0])
+    np.testing.assert_allclose(moving_average([2.0, 4.0], 10), [2.0, 3.0])
+    with pytest.raises(ValueError, match="window"):
+        moving_average([1.0], 0)
+    with pytest.raises(ValueError, match="finite"):
+        moving_average([1.0, np.nan], 2)
+
+
+def test_detect_plateaus_finds_the_three_stages():
+    grad, loss = _history()
+    plats = detect_plateaus(grad, loss, window=50, threshold=0.2, min_length=300)
+    assert len(plats) == 3
+    assert [round(p.loss, 2) for p in plats] == [1.61, 1.55, 1.44]
+    assert plats[0].start == 0 and 1000 <= plats[0].end <= 1060
+    assert plats[1].length > 700 and plats[2].end == 2999
+    # the relative rule (within a factor of the quietest stretch) also separates them
+    assert len(detect_plateaus(grad, loss, window=50, rel_threshold=2.0, min_length=300)) == 3
+
+
+def test_short_dips_are_not_plateaus():
+    grad, loss = _history()
+    assert detect_plateaus(grad, loss, window=50, threshold=0.2, min_length=1200) == []
+
+
+def test_nearest_level_and_escape_step():
+    levels = {"uniform": 1.609, "2-gram": 1.62, "3-gram": 1.44}
+    assert nearest_level(1.45, levels) == ("3-gram", 1.44)
+    assert nearest_level(1.61, levels)[0] == "uniform"
+    with pytest.raises(ValueError, match="levels"):
+        nearest_level(1.0, {})
+    _, loss = _history()
+    assert 1040 <= escape_step(loss, 1.58) <= 1060
+    assert escape_step(loss, 1.0) == -1
+
+
+def test_offset_attention_and_first_offsets_on_constructions():
+    import torch
+
+    from ccmc_lite.disentangled import theta_star
+    from ccmc_lite.plateaus import first_offsets, formation_step, offset_attention
+
+    uniform = torch.zeros(2, 16, 16)  # A1 = 0: uniform causal attention
+    bigram = theta_star(2, S=3, T=16, n_heads=2, c=8.0)["A1"]
+    trigram = theta_star(3, S=3, T=16, n_heads=2, c=8.0)["A1"]
+    w = offset_attention(trigram, 1)
+    assert w.shape == (2,) and w[0] > 0.99 and w[1] < 0.1  # head 2: only row 1 (clamped)
+    assert offset_attention(trigram, 2)[1] > 0.99
+    # uniform attention puts 1/(t+1) on each key: the average over rows t = 1..14
+    expected = np.mean([1 / (t + 1) for t in range(1, 15)])
+    assert offset_attention(uniform, 1)[0] == pytest.approx(expected)
+    assert offset_attention(trigram, 2, length=8)[1] > 0.99
+    stack = [
+        torch.stack([uniform, uniform]),
+        torch.stack([bigram, uniform]),
+        torch.stack([trigram, trigram]),
+    ]
+    firsts = first_offsets([0, 10, 20], stack, offsets=(1, 2), threshold=0.3)
+    assert firsts[0] == [(1, 10), (2, 20)]
+    assert firsts[1] == [(1, 20), (2, 20)]
+    assert formation_step([0, 10, 20], [0.1, 0.2, 0.9]) == 20
+    assert formation_step([0, 10, 20], [0.1, 0.2, 0.25]) == -1
+    with pytest.raises(ValueError, match="offset"):
+        offset_attention(trigram, 20)

@@ -1,0 +1,104 @@
+"""Tests for ccmc_lite.stagewise (the Sec. 5 experiment glue)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ccmc_lite.disentangled import SimplifiedTransformer
+from ccmc_lite.ngram import NGramTask
+from ccmc_lite.stagewise import NGramStream, kgram_levels, make_eval_fn, make_loss_fn, make_test_set
+from ccmc_lite.training import TrainConfig, train_runs
+
+
+def test_stream_shapes_and_reproducibility():
+    task = NGramTask(S=4, n=3, T=10)
+    stream = NGramStream(task, 6, chunk=4)
+    g1 = torch.Generator().manual_seed(0)
+    first = [stream(s, torch.arange(3), g1) for s in range(6)]
+    assert first[0][0].shape == (3, 6, 10) and first[0][1].shape == (3, 6, 4)
+    g2 = torch.Generator().manual_seed(0)
+    stream2 = NGramStream(task, 6, chunk=4)
+    again = [stream2(s, torch.arange(3), g2) for s in range(6)]
+    for a, b in zip(first, again, strict=False):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    # consecutive steps get different batches
+    assert not torch.equal(first[0][0], first[1][0])
+
+
+def test_stream_per_run_alpha_and_lengths():
+    task = NGramTask(S=3, n=3, T=12)
+    stream = NGramStream(task, 5, alpha=[0.5, 2.0], lengths=[6, 12])
+    tokens, _target, qpos = stream(0, torch.arange(2), torch.Generator().manual_seed(1))
+    assert tokens.shape == (2, 5, 12) and qpos.tolist() == [[5] * 5, [11] * 5]
+    with pytest.raises(ValueError, match="lengths"):
+        NGramStream(task, 5, lengths=[2])
+    with pytest.raises(ValueError, match="alpha"):
+        NGramStream(task, 5, alpha=[0.0])
+    with pytest.raises(ValueError, match="runs"):
+        NGramStream(task, 5, alpha=[1.0])(0, torch.arange(2), torch.Generator())
+
+
+def test_levels_loss_and_eval():
+    task = NGramTask(S=3, n=2, T=16, alpha=1.0)
+    tx, ty = make_test_set(task, 2000, seed=0)
+    levels = kgram_levels(tx, ty, 3, (1, 2), smoothing=1.0)
+    assert list(levels) == ["uniform", "1-gram", "2-gram"]
+    assert levels["uniform"] == pytest.approx(math.log(3))
+    assert levels["2-gram"] < levels["uniform"]
+    m = SimplifiedTransformer(3, 16, 1)
+    with torch.no_grad():
+        ev = make_eval_fn(tx, ty, chunk=700)(m, 0)["test_loss"]
+        direct = make_loss_fn()(m, (tx, ty))
+    assert float(ev) == pytest.approx(float(direct), rel=1e-5)
+
+
+def test_short_batched_training_run():
+    task = NGramTask(S=3, n=3, T=8, alpha=1.0)
+    tx, ty = make_test_set(task, 256, seed=1)
+    cfg = TrainConfig(steps=20, lr=0.01, optimizer="adam", eval_every=10)
+    res = train_runs(
+        lambda: SimplifiedTransformer(3, 8, 2),
+        make_loss_fn(),
+        NGramStream(task, 16, alpha=[0.5, 1.0], lengths=[6, 8]),
+        n_runs=2,
+        config=cfg,
+        seed=0,
+        eval_fn=make_eval_fn(tx, ty),
+        progress=False,
+    )
+    assert res.loss.shape == (2, 20) and bool(torch.isfinite(res.loss).all())
+    assert res.evals["test_loss"].shape == (2, 3)
+
+
+def test_attention_plot_and_checkpoint_gradients():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ccmc_lite.disentangled import first_layer_attention
+    from ccmc_lite.stagewise import checkpoint_gradient_norms, plot_attention_maps
+
+    fig, axes = plt.subplots(1, 2)
+    plot_attention_maps(axes, first_layer_attention(torch.zeros(2, 6, 6)), last=4)
+    assert axes[0].get_xlabel() == "key position"
+    with pytest.raises(ValueError, match="axes"):
+        plot_attention_maps(axes[:1], torch.zeros(2, 6, 6))
+    plt.close(fig)
+    task = NGramTask(S=3, n=3, T=8, alpha=1.0)
+    tx, ty = make_test_set(task, 64, seed=1)
+    cfg = TrainConfig(steps=4, lr=0.01, optimizer="adam", checkpoint_steps=(0, 4))
+    res = train_runs(
+        lambda: SimplifiedTransformer(3, 8, 2),
+        make_loss_fn(),
+        NGramStream(task, 8),
+        n_runs=2,
+        config=cfg,
+        seed=0,
+        progress=False,
+    )
+    steps, norms = checkpoint_gradient_norms(res, tx, ty)
+    assert steps == [0, 4] and norms.shape == (2, 2) and (norms >= 0).all()
