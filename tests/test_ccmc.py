@@ -143,6 +143,7 @@ def test_positional_bad_shapes():
         ([[1.2, -0.2], [0.5, 0.5]], "non-negative"),
         ([[float("nan"), 0.5], [0.5, 0.5]], "finite"),
         ([[1.0]], "at least 2 x 2"),
+        ([[0.0, 0.0], [0.5, 0.5]], "row-stochastic"),  # a zero row is not a distribution
         ([0.5, 0.5], "dimension"),
     ],
 )
