@@ -8,6 +8,7 @@ executing every chapter a second time.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,11 @@ BUILD_DIR = ROOT / "_build"
 HTML_DIR = BUILD_DIR / "html"
 CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 CELL_TIMEOUT_S = 900
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from ccmc_book import patch_kernel_polling  # noqa: E402
+
+patch_kernel_polling()  # the same fix the book build uses (see its docstring)
 
 
 def _toc_files(entries: list[dict]) -> Iterator[str]:
