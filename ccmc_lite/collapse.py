@@ -31,6 +31,7 @@ __all__ = [
     "binary_collapse_chain",
     "collapse_explorer",
     "collapse_exponent",
+    "compare_decay_exponents",
     "draw_collapse",
     "explorer_chain",
     "fit_decay_exponents",
@@ -364,6 +365,43 @@ def fit_decay_exponents(times: Any, freqs: Any, *, t_min: float) -> torch.Tensor
     y = torch.log(F[:, window, :]).mean(0)  # (C', K)
     xc = x - x.mean()
     return (xc[:, None] * (y - y.mean(0))).sum(0) / (xc**2).sum()
+
+
+def compare_decay_exponents(
+    freqs: Any, times: Any, P: Any, m_fixed: Any, *, t_min: float
+) -> list[tuple[int, float, float, float]]:
+    """Measured versus conjectured decay exponents of the losers (beyond the paper).
+
+    Parameters
+    ----------
+    freqs : array-like
+        ``(R, C, K)`` frequencies of trajectories that approach the same winners.
+    times : array-like
+        ``(C,)`` sequence lengths of the records.
+    P : array-like
+        ``(K, K)`` base chain.
+    m_fixed : array-like or int
+        The winners' fixed point :math:`m^*` (or ``w`` for a single winner).
+    t_min : float
+        Start of the fitting window.
+
+    Returns
+    -------
+    list of tuple
+        ``(j, measured, conjectured, local)`` per loser ``j``: the slope of
+        :math:`\\mathbb E\\log m_j` (:func:`fit_decay_exponents`), :math:`-\\alpha_j` at
+        the fixed point, and :math:`-\\alpha_j` at the typical (geometric-mean)
+        frequencies of the window (:func:`predicted_decay_exponents` with ``losers``).
+    """
+    F = as_tensor("freqs", freqs, dtype=torch.float64, ndim=3)
+    t = as_tensor("times", times, dtype=torch.float64, ndim=1)
+    alpha = predicted_decay_exponents(P, m_fixed)
+    losers = [j for j in range(alpha.shape[0]) if not bool(torch.isnan(alpha[j]))]
+    slopes = fit_decay_exponents(t, F, t_min=t_min)
+    window = t >= t_min
+    m_now = torch.exp(torch.log(F[:, window]).mean((0, 1)))  # typical m in the window
+    local = predicted_decay_exponents(P, m_now, losers=losers)
+    return [(j, float(slopes[j]), -float(alpha[j]), -float(local[j])) for j in losers]
 
 
 def plot_frequency_curves(

@@ -16,6 +16,7 @@ from ccmc_lite.collapse import (
     binary_collapse_chain,
     collapse_explorer,
     collapse_exponent,
+    compare_decay_exponents,
     draw_collapse,
     explorer_chain,
     fit_decay_exponents,
@@ -177,3 +178,17 @@ def test_plots_and_explorer():
         explorer_chain(3, "other", seed=0)
     widget = collapse_explorer()
     assert len(widget.children) >= 6
+
+
+def test_compare_decay_exponents_on_exact_power_laws():
+    P = torch.tensor([[0.5, 0.3, 0.2], [0.4, 0.3, 0.3], [0.1, 0.2, 0.7]], dtype=torch.float64)
+    alpha = predicted_decay_exponents(P, 0)
+    t = torch.tensor([1e3, 1e4, 1e5], dtype=torch.float64)
+    m1, m2 = t ** -alpha[1], t ** -alpha[2]
+    freqs = torch.stack([1 - m1 - m2, m1, m2], -1)[None]
+    rows = compare_decay_exponents(freqs, t, P, 0, t_min=1e3)
+    assert [r[0] for r in rows] == [1, 2]
+    for j, measured, conjectured, local in rows:
+        assert measured == pytest.approx(conjectured, abs=1e-9)
+        assert conjectured == pytest.approx(-float(alpha[j]))
+        assert abs(local - conjectured) < 0.05  # the window is close to the vertex
