@@ -1,0 +1,194 @@
+"""Tests for ccmc_lite.collapse (Ildiz et al. 2024, Sec. 5, Lemmas 5.2/5.3, Fig. 4/5)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from ccmc_lite.ccmc import ccmc_distribution, sample_trajectories
+from ccmc_lite.collapse import (
+    binary_collapse_chain,
+    collapse_explorer,
+    collapse_exponent,
+    compare_decay_exponents,
+    draw_collapse,
+    explorer_chain,
+    fit_decay_exponents,
+    fixed_point,
+    plot_frequency_curves,
+    plot_snapshots,
+    predicted_decay_exponents,
+    random_chain,
+    running_frequencies,
+    self_reinforcing_tokens,
+    stationary_of_reweighted,
+    weak_weak_exponent,
+    zero_diagonal,
+)
+from ccmc_lite.plotting import loglog_fit
+
+
+def test_binary_chain_and_exponents():
+    P = binary_collapse_chain(0.2)
+    torch.testing.assert_close(P, torch.tensor([[0.8, 0.2], [0.8, 0.2]], dtype=torch.float64))
+    assert collapse_exponent(0.2) == pytest.approx(0.75)
+    assert collapse_exponent(1 / 3) == pytest.approx(0.5)
+    assert weak_weak_exponent(1 / 3) == pytest.approx(0.0, abs=1e-12)
+    assert weak_weak_exponent(0.4) == pytest.approx(1 / 3)
+    assert weak_weak_exponent(0.3) < 0
+    np.testing.assert_allclose(collapse_exponent([0.1, 0.25]), [8 / 9, 2 / 3])
+    for bad in (0.0, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="p must lie in"):
+            collapse_exponent(bad)
+        with pytest.raises(ValueError, match="p must"):
+            binary_collapse_chain(bad)
+
+
+def test_random_chain_and_zero_diagonal():
+    P = random_chain(5, seed=0)
+    torch.testing.assert_close(P.sum(1), torch.ones(5, dtype=torch.float64))
+    assert torch.equal(P, random_chain(5, seed=0))
+    assert not torch.equal(P, random_chain(5, seed=1))
+    Z = zero_diagonal(P)
+    assert bool((torch.diagonal(Z) == 0).all())
+    torch.testing.assert_close(Z.sum(1), torch.ones(5, dtype=torch.float64))
+    # renormalising rows does not change the CCMC
+    X = [0, 1, 2, 3, 4, 2]
+    unnormalised = P.clone().fill_diagonal_(0)
+    manual = torch.tensor([1.0, 1.0, 2.0, 1.0, 1.0], dtype=torch.float64) * unnormalised[2]
+    torch.testing.assert_close(ccmc_distribution(Z, X), manual / manual.sum())
+    with pytest.raises(ValueError, match="off-diagonal"):
+        zero_diagonal(torch.eye(3))
+
+
+def test_running_frequencies():
+    F = running_frequencies([0, 1, 1, 2], 3)
+    torch.testing.assert_close(
+        F,
+        torch.tensor(
+            [[1, 0, 0], [1 / 2, 1 / 2, 0], [1 / 3, 2 / 3, 0], [1 / 4, 1 / 2, 1 / 4]],
+            dtype=torch.float64,
+        ),
+    )
+    assert running_frequencies(torch.zeros(3, 7, dtype=torch.long), 2).shape == (3, 7, 2)
+
+
+def test_self_reinforcing_and_predicted_exponents():
+    P = torch.tensor([[0.5, 0.3, 0.2], [0.4, 0.3, 0.3], [0.1, 0.2, 0.7]], dtype=torch.float64)
+    assert self_reinforcing_tokens(P) == [0, 2]
+    alpha = predicted_decay_exponents(P, 0)
+    assert math_isnan(alpha[0])
+    torch.testing.assert_close(alpha[1:], torch.tensor([1 - 0.3 / 0.5, 1 - 0.2 / 0.5]).double())
+    # K = 2: the conjecture reduces to Lemma 5.3's q
+    a2 = predicted_decay_exponents(binary_collapse_chain(0.3), 0)
+    assert float(a2[1]) == pytest.approx(collapse_exponent(0.3))
+    with pytest.raises(ValueError, match="m must be"):
+        predicted_decay_exponents(P, [0.0, 0.0, 0.0])
+    # an unstable vertex: token 1 prefers 0, so token 0 has a negative exponent (grows)
+    assert float(predicted_decay_exponents(P, 1)[0]) < 0
+    # local exponents at a nearly collapsed m approach the fixed-point ones
+    near = predicted_decay_exponents(P, [1 - 2e-6, 1e-6, 1e-6], losers=[1, 2])
+    torch.testing.assert_close(near[1:], alpha[1:], atol=1e-5, rtol=0)
+
+
+def test_fixed_point_exponents_for_a_two_token_set():
+    P = torch.tensor([[0.1, 0.6, 0.3], [0.7, 0.1, 0.2], [0.3, 0.3, 0.4]], dtype=torch.float64)
+    m_star = fixed_point(P, [0.5, 0.5, 0.0])
+    lam = sum(m_star[i] * P[i, 2] / (m_star[0] * P[i, 0] + m_star[1] * P[i, 1]) for i in (0, 1))
+    alpha = predicted_decay_exponents(P, m_star)
+    assert float(alpha[2]) == pytest.approx(1 - float(lam))
+    assert bool(torch.isnan(alpha[:2]).all())
+
+
+def test_fit_decay_exponents_recovers_power_laws():
+    t = torch.tensor([100.0, 1000.0, 10000.0], dtype=torch.float64)
+    freqs = torch.stack([t**-0.5, t**-0.25, 1 - t**-0.5 - t**-0.25], -1)[None].repeat(3, 1, 1)
+    slopes = fit_decay_exponents(t, freqs, t_min=100)
+    torch.testing.assert_close(slopes[:2], torch.tensor([-0.5, -0.25], dtype=torch.float64))
+    with pytest.raises(ValueError, match="at least two"):
+        fit_decay_exponents(t, freqs, t_min=5000)
+    with pytest.raises(ValueError, match="strictly positive"):
+        fit_decay_exponents(t, torch.zeros(1, 3, 2), t_min=0)
+
+
+def math_isnan(x) -> bool:
+    return bool(torch.isnan(torch.as_tensor(x)))
+
+
+def test_stationary_and_fixed_point():
+    P = torch.tensor([[0.1, 0.9], [0.8, 0.2]], dtype=torch.float64)
+    m = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    mu = stationary_of_reweighted(P, m)
+    Pm = P * m[None, :]
+    Pm = Pm / Pm.sum(1, keepdim=True)
+    torch.testing.assert_close(mu @ Pm, mu)
+    # the zero-diagonal-like chain settles on a two-token fixed point m = mu(m)
+    m_star = fixed_point(P, [0.5, 0.5])
+    torch.testing.assert_close(stationary_of_reweighted(P, m_star), m_star, atol=1e-8, rtol=0)
+    e0 = fixed_point(P, [1.0, 0.0], steps=5)
+    torch.testing.assert_close(e0, torch.tensor([1.0, 0.0], dtype=torch.float64))
+
+
+def test_lemma_5_3_decay_rate_small_p():
+    """E[m(X_t)_2] decays like t^{-q}; for p = 0.2 the fitted slope is within 0.05 of -q."""
+    p, R, T = 0.2, 3000, 3000
+    times = np.unique(np.geomspace(100, T, 15).astype(int))
+    tr = sample_trajectories(
+        binary_collapse_chain(p), [0, 1], T, seed=0, n_traj=R, keep_tokens=False, record_at=times
+    )
+    fit = loglog_fit(torch.as_tensor(times + 2.0), tr.frequencies[:, :, 1].mean(0))
+    assert abs(fit.slope + collapse_exponent(p)) < 0.05
+
+
+def test_lemma_5_2_every_token_keeps_appearing():
+    P = random_chain(4, seed=2)
+    tr = sample_trajectories(P, [0, 1, 2, 3], 3000, seed=0, n_traj=50, record_at=[300, 3000])
+    new = tr.counts[:, 1] - tr.counts[:, 0]  # visits between t = 300 and t = 3000
+    # lower bound of the proof: P(token k at t) >= min_i P[i, k] / t  -> expected >= that sum
+    lower = torch.min(P, 0).values * float(np.log(3000 / 300)) * 0.5
+    assert bool((new.mean(0) >= lower).all())
+
+
+def test_plots_and_explorer():
+    fig, (a, b) = plt.subplots(1, 2)
+    plot_frequency_curves(a, running_frequencies([0, 1, 1, 0, 1], 2), logx=True)
+    assert a.get_xscale() == "log" and len(a.lines) == 2
+    plot_snapshots(b, torch.tensor([0, 1, 1, 0, 1, 1]), [0, 2], window=3)
+    assert len(b.texts) == 6
+    plt.close(fig)
+    fig = draw_collapse(random_chain(3, seed=0), [0, 1, 2], 40, seed=0)
+    assert len(fig.axes) == 2
+    plt.close(fig)
+    assert explorer_chain(3, "custom", seed=0, custom="1,1; 1,3").tolist() == [
+        [0.5, 0.5],
+        [0.25, 0.75],
+    ]
+    assert bool((torch.diagonal(explorer_chain(4, "zero-diagonal", seed=0)) == 0).all())
+    with pytest.raises(ValueError, match="square"):
+        explorer_chain(3, "custom", seed=0, custom="1,2,3; 1,2,3")
+    with pytest.raises(ValueError, match="custom must be rows"):
+        explorer_chain(3, "custom", seed=0, custom="a,b; c,d")
+    with pytest.raises(ValueError, match="mode"):
+        explorer_chain(3, "other", seed=0)
+    widget = collapse_explorer()
+    assert len(widget.children) >= 6
+
+
+def test_compare_decay_exponents_on_exact_power_laws():
+    P = torch.tensor([[0.5, 0.3, 0.2], [0.4, 0.3, 0.3], [0.1, 0.2, 0.7]], dtype=torch.float64)
+    alpha = predicted_decay_exponents(P, 0)
+    t = torch.tensor([1e3, 1e4, 1e5], dtype=torch.float64)
+    m1, m2 = t ** -alpha[1], t ** -alpha[2]
+    freqs = torch.stack([1 - m1 - m2, m1, m2], -1)[None]
+    rows = compare_decay_exponents(freqs, t, P, 0, t_min=1e3)
+    assert [r[0] for r in rows] == [1, 2]
+    for j, measured, conjectured, local in rows:
+        assert measured == pytest.approx(conjectured, abs=1e-9)
+        assert conjectured == pytest.approx(-float(alpha[j]))
+        assert abs(local - conjectured) < 0.05  # the window is close to the vertex

@@ -1,0 +1,251 @@
+"""Tests for ccmc_lite.mle (Ildiz et al. 2024, eq. (5)/(7)-(8), Lemma 3.7, Cor 3.5/3.8)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ccmc_lite.attention import (
+    project_onto_subspace,
+    random_embeddings,
+    subspace_basis,
+    transition_from_weights,
+    weights_from_transition,
+)
+from ccmc_lite.ccmc import (
+    log_likelihood,
+    population_data,
+    prompt_data,
+    random_prompts,
+    sample_prompt_data,
+)
+from ccmc_lite.coverage import coverage_report, restricted_distribution
+from ccmc_lite.mle import (
+    AttentionMLE,
+    asymptotic_error,
+    fit_gd,
+    fit_newton,
+    gd_step_size,
+    gd_with_trainer,
+    gradient,
+    hessian_logits,
+    hessian_on_subspace,
+    hessian_weights,
+    nll,
+    nll_logits,
+)
+
+
+def problem(K=4, d=5, n_prompts=40, L=5, seed=0, identity=False):
+    g = torch.Generator().manual_seed(seed)
+    E = torch.eye(K, dtype=torch.float64) if identity else random_embeddings(K, d, seed=seed)
+    dd = E.shape[1]
+    W_gt = project_onto_subspace(torch.randn(dd, dd, generator=g, dtype=torch.float64), E)
+    P_gt = transition_from_weights(W_gt, E)
+    prompts = torch.randint(0, K, (n_prompts, L), generator=g)
+    return E, W_gt, P_gt, prompts
+
+
+def test_nll_is_minus_average_log_likelihood():
+    E, W, P, prompts = problem()
+    data = prompt_data(prompts, prompts[:, 0], 4)  # first token is always a key
+    val = nll(W, E, data)
+    assert math.isclose(float(val), -float(log_likelihood(P, data, average=True)), rel_tol=1e-12)
+    Theta = (E @ W @ E.T).T
+    assert math.isclose(float(nll_logits(Theta, data)), float(val), rel_tol=1e-12)
+
+
+def test_gradient_matches_autograd():
+    E, _W, P, prompts = problem(seed=1)
+    data = population_data(P, prompts)
+    Wr = torch.randn(5, 5, dtype=torch.float64, requires_grad=True)
+    nll(Wr, E, data).backward()
+    torch.testing.assert_close(gradient(Wr.detach(), E, data), Wr.grad)
+    # the gradient lies in S_E (so GD from 0 stays there)
+    g = gradient(Wr.detach(), E, data)
+    torch.testing.assert_close(project_onto_subspace(g, E), g)
+
+
+def test_hessians_match_autograd_and_are_psd():
+    E, _W, P, prompts = problem(K=3, d=4, seed=2)
+    data = population_data(P, prompts)
+    Theta = torch.randn(3, 3, dtype=torch.float64)
+    H_auto = torch.autograd.functional.hessian(lambda T: nll_logits(T, data), Theta)
+    H_blocks = hessian_logits(Theta, data)
+    for k in range(3):
+        torch.testing.assert_close(H_blocks[k], H_auto[k, :, k, :])
+        assert float(torch.linalg.eigvalsh(H_blocks[k]).min()) > -1e-12
+        # the row shift Theta[k] + c is a null direction
+        torch.testing.assert_close(
+            H_blocks[k] @ torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
+        )
+    Wr = torch.randn(4, 4, dtype=torch.float64)
+    H_w = hessian_weights(Wr, E, data)
+    H_w_auto = torch.autograd.functional.hessian(lambda V: nll(V, E, data), Wr).reshape(16, 16)
+    torch.testing.assert_close(H_w, H_w_auto)
+
+
+def test_strict_convexity_on_subspace_iff_connected():
+    """Lemma 3.7: positive definite on S_E when every G^(k) is connected."""
+    K, d = 3, 3
+    E = torch.eye(K, dtype=torch.float64)
+    P = torch.softmax(torch.randn(K, K, generator=torch.Generator().manual_seed(0)), -1)
+    B = subspace_basis(E).reshape(K * (K - 1), -1)
+    covering = [[a, b, k] for k in range(K) for a in range(K) for b in range(K)]
+    missing = [p for p in covering if not (p[-1] == 0 and 2 in p[:-1])]  # G^(0) cut in CA
+    for prompts, connected in ((covering, True), (missing, False)):
+        data = population_data(P, prompts, variant="cross")
+        assert coverage_report(prompts, K, variant="cross").consistent == connected
+        H = hessian_weights(torch.zeros(d, d, dtype=torch.float64), E, data)
+        eig = torch.linalg.eigvalsh(B @ H @ B.T)
+        assert (float(eig.min()) > 1e-6) == connected
+
+
+def test_newton_recovers_ground_truth_population():
+    """Thm 3.4 / Cor 3.6: connected graphs -> the population minimiser is W^GT."""
+    E, W, P, prompts = problem(seed=3)
+    data = population_data(P, prompts)
+    assert coverage_report(prompts, 4).consistent
+    fit = fit_newton(data, E, tol=1e-11)
+    assert bool(fit.converged)
+    assert float((fit.W - W).norm()) < 1e-8
+    torch.testing.assert_close(fit.P, P, rtol=1e-8, atol=1e-10)
+    assert int(fit.iterations) < 20
+
+
+def test_disconnected_recovers_only_subdistributions():
+    """Cor 3.5: with G^(k) disconnected only pi_{k, C} on each component is recovered."""
+    K = 4
+    E = torch.eye(K, dtype=torch.float64)
+    P = torch.softmax(torch.randn(K, K, generator=torch.Generator().manual_seed(4)), -1)
+    prompts = [[a, b, k] for k in range(K) for a in range(K) for b in range(K)]
+    prompts = [p for p in prompts if not (p[-1] == 1 and 3 in p)]  # token 3 never with query 1
+    rep = coverage_report(prompts, K, variant="self")
+    assert rep.disconnected_queries == [1]
+    fit = fit_newton(population_data(P, prompts), E, tol=1e-11)
+    assert bool(fit.converged)
+    for k in (0, 2, 3):
+        torch.testing.assert_close(fit.P[k], P[k].double(), rtol=1e-7, atol=1e-9)
+    comp = max(rep.components[1], key=len)
+    assert comp == frozenset({0, 1, 2})
+    torch.testing.assert_close(
+        restricted_distribution(fit.P, 1, comp), restricted_distribution(P, 1, comp)
+    )
+    assert float((fit.P[1] - P[1]).abs().max()) > 1e-3
+
+
+def test_gd_from_zero_converges_and_trainer_agrees():
+    """Cor 3.8 with E = I; the closed-form GD equals autograd GD through train_runs."""
+    E, W, P, prompts = problem(K=3, n_prompts=30, seed=5, identity=True)
+    data = population_data(P, prompts)
+    lr = gd_step_size(data, E)
+    fit = fit_gd(data, E, steps=20_000, tol=1e-6)
+    assert bool(fit.converged)
+    assert float((fit.W - W).norm()) < 1e-4
+    hist = fit.loss_history[: int(fit.iterations) + 1]
+    assert bool((hist[1:] <= hist[:-1] + 1e-15).all())  # monotone with step 1/L
+    short = fit_gd(data, E, steps=30, lr=lr)
+    tr = gd_with_trainer(data, E, steps=30, lr=lr)
+    torch.testing.assert_close(tr.params["W"][0], short.W)
+    torch.testing.assert_close(tr.loss[0].double(), short.loss_history[:30], rtol=1e-6, atol=1e-7)
+
+
+def test_batched_fits_equal_separate_fits():
+    E, _W, P, prompts = problem(seed=6)
+    pop = population_data(P, prompts)
+    samples = sample_prompt_data(pop, 5000, seed=1, n_runs=3)
+    batched = fit_newton(samples, E)
+    for r in range(3):
+        single = fit_newton(pop.with_weights(samples.weights[r]), E)
+        torch.testing.assert_close(batched.W[r], single.W, rtol=1e-8, atol=1e-9)
+    assert batched.W.shape == (3, 5, 5)
+    assert bool(batched.converged.all())
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 10_000))
+def test_newton_minimises_random_problems(K, seed):
+    E, _W, P, prompts = problem(K=K, d=K + 1, n_prompts=6 * K, seed=seed)
+    data = sample_prompt_data(population_data(P, prompts), 2000, seed=seed)
+    fit = fit_newton(data, E, max_iter=200)
+    if not bool(fit.converged):  # MLE may not exist (an observed token never chosen)
+        return
+    # first-order optimality and no better point nearby in S_E
+    assert float(gradient(fit.W, E, data).norm()) < 1e-9
+    B = subspace_basis(E)
+    for b in B[:3]:
+        assert float(nll(fit.W + 1e-3 * b, E, data)) >= float(fit.loss) - 1e-12
+
+
+def test_bad_arguments():
+    E, _W, P, prompts = problem()
+    data = population_data(P, prompts)
+    with pytest.raises(TypeError, match="PromptData"):
+        fit_newton("data", E)
+    with pytest.raises(ValueError, match="K=4 rows"):
+        fit_newton(data, torch.eye(5))
+    with pytest.raises(ValueError, match="W must have shape"):
+        nll(torch.zeros(3, 3), E, data)
+    with pytest.raises(ValueError, match="linearly independent"):
+        fit_gd(data, torch.ones(4, 5), steps=1)
+    with pytest.raises(ValueError, match="d >= K"):
+        AttentionMLE(torch.randn(4, 2))
+    with pytest.raises(ValueError, match="steps"):
+        fit_gd(data, E, steps=0)
+    with pytest.raises(ValueError, match="Theta must have shape"):
+        nll_logits(torch.zeros(3, 3), data)
+
+
+def test_hessian_on_subspace_null_space_counts_components():
+    """Zero eigenvalues on S_E = sum_k (#components of G^(k) - 1) (Cor. 3.5 / Lemma 3.7)."""
+    K = 4
+    E = random_embeddings(K, 5, seed=7)
+    P = torch.softmax(torch.randn(K, K, generator=torch.Generator().manual_seed(7)), -1).double()
+    W = weights_from_transition(P, E)
+    prompts = [[a, b, k] for k in range(K) for a in range(K) for b in range(K) if k not in (a, b)]
+    for variant in ("self", "cross"):
+        H = hessian_on_subspace(W, E, population_data(P, prompts, variant=variant))
+        eig = torch.linalg.eigvalsh(H)
+        n_zero = int((eig < 1e-10 * eig.max()).sum())
+        rep = coverage_report(prompts, K, variant=variant)
+        assert n_zero == sum(len(c) - 1 for c in rep.components)
+        assert n_zero == (0 if variant == "self" else K)
+
+
+def test_asymptotic_error_matches_simulation():
+    E, W, P, prompts = problem(K=3, d=3, n_prompts=30, seed=8, identity=True)
+    pop = population_data(P, prompts)
+    const = asymptotic_error(W, E, pop)
+    fits = fit_newton(sample_prompt_data(pop, 50_000, seed=8, n_runs=60), E)
+    measured = 50_000 * float(((fits.W - W) ** 2).sum((-1, -2)).mean())
+    assert 0.7 < measured / const < 1.3
+    gap = [p for p in prompts if not (p[-1] == 0 and 1 in p)]
+    with pytest.raises(ValueError, match="singular"):
+        asymptotic_error(W, E, population_data(P, gap))
+
+
+def test_batched_rows_hessian_matches_per_run():
+    """Per-run rows (trajectory data) take a different code path than shared rows."""
+    from ccmc_lite.ccmc import sample_trajectories, trajectory_data
+
+    P = torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(9)), -1).double()
+    tr = sample_trajectories(P, [0, 1, 2], 40, seed=9, n_traj=4)
+    data = trajectory_data(tr.tokens, 3, 3)  # counts (4, 40, 3)
+    Theta = torch.randn(4, 3, 3, dtype=torch.float64)
+    H = hessian_logits(Theta, data)
+    for r in range(4):
+        single = trajectory_data(tr.tokens[r], 3, 3)
+        torch.testing.assert_close(H[r], hessian_logits(Theta[r], single))
+
+
+def test_random_prompts():
+    prompts = random_prompts(5, 50, min_length=2, max_length=4, seed=0)
+    assert len(prompts) == 50
+    assert all(2 <= len(p) <= 4 and all(0 <= t < 5 for t in p) for p in prompts)
+    assert prompts == random_prompts(5, 50, min_length=2, max_length=4, seed=0)
+    with pytest.raises(ValueError, match="max_length"):
+        random_prompts(5, 3, min_length=4, max_length=2, seed=0)
