@@ -8,6 +8,7 @@ executing every chapter a second time.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -61,6 +62,15 @@ def is_notebook(path: Path) -> bool:
 def chapter_notebooks() -> list[Path]:
     """The executable pages of the book, in reading order."""
     return [p for p in toc_files() if is_notebook(p)]
+
+
+def taught_chapters() -> list[Path]:
+    """The chapters of Parts I-III and the closing chapter (each has exercises)."""
+    return [
+        p
+        for p in chapter_notebooks()
+        if re.match(r"(part\d+|closing)$", p.parent.name) and p.parent.parent.name == "book"
+    ]
 
 
 @dataclass

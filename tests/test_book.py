@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from book_tools import BUILD_DIR, HTML_DIR, ROOT, chapter_notebooks
+from book_tools import BUILD_DIR, HTML_DIR, ROOT, chapter_notebooks, taught_chapters
 
 pytestmark = pytest.mark.book
 
@@ -141,7 +141,11 @@ INSPECT = """
     launch: q('.dropdown-launch-buttons a').map(a => a.href),
     download: q('.dropdown-download-buttons a').map(a => a.href),
     exercises: q('.exercise').length,
+    exercises_shown: q('.exercise').filter(e => e.checkVisibility()).length,
     solutions: q('.solution').length,
+    solutions_open: q('.solution').filter(s => Array.from(s.children).some(c =>
+      !c.classList.contains('admonition-title') && c.getBoundingClientRect().height > 0
+      && getComputedStyle(c).visibility !== 'hidden')).length,
   };
 }
 """
@@ -173,6 +177,7 @@ def test_every_page_renders_offline(built_book, server, browser):
     pages = _pages(built_book)
     assert pages, "no pages found"
     chapters = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in chapter_notebooks()}
+    taught = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in taught_chapters()}
     seen_chapters = 0
     for rel in pages:
         page.goto(f"{server}/{rel}", wait_until="load")
@@ -209,6 +214,17 @@ def test_every_page_renders_offline(built_book, server, browser):
                 resp = context.request.get(ipynb[0])
                 if resp.status != 200:
                     failures.append(f"{where} .ipynb download returns {resp.status}")
+        if rel in taught:
+            if info["exercises"] < 2:
+                failures.append(f"{where} has {info['exercises']} exercise blocks (want >= 2)")
+            if info["exercises_shown"] != info["exercises"]:
+                failures.append(f"{where} shows {info['exercises_shown']} of its exercises")
+            if info["solutions"] != info["exercises"]:
+                failures.append(
+                    f"{where} has {info['solutions']} solutions for {info['exercises']} exercises"
+                )
+            if info["solutions_open"]:
+                failures.append(f"{where} shows {info['solutions_open']} solutions before a click")
     context.close()
     assert seen_chapters == len(chapters), (seen_chapters, sorted(chapters))
     assert not blocked, "pages tried to reach the network:\n" + "\n".join(sorted(set(blocked)))
@@ -233,3 +249,20 @@ def test_screenshot_of_a_chapter(built_book, server, browser):
     page.screenshot(path=str(out), full_page=False)
     page.close()
     assert out.stat().st_size > 20_000, "screenshot is suspiciously small (blank page?)"
+
+
+def test_a_solution_opens_on_click(built_book, server, browser):
+    """Solutions are hidden, not missing: the toggle reveals the first one."""
+    chapter = taught_chapters()[0]
+    rel = chapter.relative_to(ROOT).with_suffix(".html").as_posix()
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.goto(f"{server}/{rel}", wait_until="load")
+    page.evaluate(WAIT_FOR_RENDER)
+    solution = page.locator(".solution").first
+    content = solution.locator("section").first
+    assert not content.is_visible(), f"[{rel}] first solution is open before a click"
+    solution.locator(".admonition-title").first.click()
+    page.wait_for_timeout(400)
+    assert content.is_visible(), f"[{rel}] first solution stays hidden after a click"
+    assert len(content.inner_text().strip()) > 20, "the revealed solution is empty"
+    page.close()

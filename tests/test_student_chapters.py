@@ -1,0 +1,96 @@
+"""The student command on the book's real chapters.
+
+Every taught chapter has at least two exercises, one hidden solution per exercise and a
+checker call after it. The student notebook keeps the exercises, stubs and checker calls,
+loses every line of solution code, and (for one chapter, executed) runs from top to bottom
+with the checkers reporting "not implemented yet" instead of raising.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from book_tools import CELL_TIMEOUT_S, ROOT, taught_chapters
+from ccmc_lite.student import count_blocks, strip_solutions, write_student_notebook
+
+CHAPTERS = taught_chapters()
+SETUP = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
+CHECK_CALL = re.compile(r"^check_\w+\(", re.M)
+
+
+def _solution_only_lines(text: str) -> set[str]:
+    """Substantial lines that occur inside solution blocks and nowhere else in the chapter."""
+    inside: set[str] = set()
+    outside: set[str] = set()
+    in_solution = False
+    for line in text.splitlines():
+        if re.match(r"^`{3,}\{solution-start\}", line):
+            in_solution = True
+        elif re.match(r"^`{3,}\{solution-end\}", line):
+            in_solution = False
+        (inside if in_solution else outside).add(line.strip())
+    return {ln for ln in inside - outside if len(ln) > 30 and not ln.startswith(("#", "`", ":"))}
+
+
+def test_every_taught_chapter_is_listed():
+    names = {p.relative_to(ROOT).as_posix() for p in CHAPTERS}
+    for part in ("part1", "part2", "part3"):
+        assert any(n.startswith(f"book/{part}/") for n in names), f"no {part} chapter in the toc"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_student_version_of_chapter(chapter: Path, tmp_path: Path):
+    text = chapter.read_text(encoding="utf-8")
+    n_ex = count_blocks(text, "exercise-start")
+    assert n_ex >= 2, f"{chapter.name}: {n_ex} exercises (each chapter needs at least two)"
+    assert count_blocks(text, "solution-start") == n_ex, f"{chapter.name}: one solution each"
+    n_checks = len(CHECK_CALL.findall(text))
+    assert n_checks >= n_ex, f"{chapter.name}: {n_checks} checker calls for {n_ex} exercises"
+    secret = _solution_only_lines(text)
+    assert secret, f"{chapter.name}: solutions contain no code or text of their own"
+
+    student = strip_solutions(text)
+    assert count_blocks(student, "solution-start") == 0
+    assert count_blocks(student, "solution-end") == 0
+    assert count_blocks(student, "exercise-start") == n_ex
+    assert len(CHECK_CALL.findall(student)) == n_checks
+    leaked = sorted(ln for ln in secret if ln in student)
+    assert not leaked, f"{chapter.name}: solution lines left in the student version: {leaked[:3]}"
+
+    target = write_student_notebook(chapter, tmp_path, setup_cell=SETUP)
+    nb = json.loads(target.read_text(encoding="utf-8"))
+    assert "".join(nb["cells"][0]["source"]).strip() == SETUP.strip()
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert sum(bool(CHECK_CALL.search("".join(c["source"]))) for c in code) == n_checks
+
+
+@pytest.mark.slow
+def test_a_student_notebook_runs_and_reports_unsolved_exercises(tmp_path: Path):
+    """The first chapter as a student gets it: it runs, and every checker says what is missing."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    chapter = CHAPTERS[0]
+    target = write_student_notebook(chapter, tmp_path, setup_cell=SETUP)
+    nb = nbformat.read(str(target), as_version=4)
+    NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(chapter.parent)}},
+    ).execute()
+    reports = [
+        "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
+        for c in nb.cells
+        if c.cell_type == "code" and CHECK_CALL.search(c.source)
+    ]
+    assert reports, "no checker cells were executed"
+    for report in reports:
+        assert report.startswith("❌"), f"an unsolved exercise did not fail: {report[:200]!r}"
+    assert any("not implemented yet" in r for r in reports), reports
