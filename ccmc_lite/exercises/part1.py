@@ -415,12 +415,12 @@ def check_decay_exponents(
     """Check the exercise "Predict how fast the losers fade" (Part I, Chapter 3).
 
     ``my_decay_exponents(P, m)`` takes a row-stochastic ``(K, K)`` base chain and a fixed
-    point ``m`` of :math:`m = \mu(m)` (``(K,)`` non-negative weights, not necessarily
+    point ``m`` of :math:`m = \\mu(m)` (``(K,)`` non-negative weights, not necessarily
     normalised, with support ``S``: a vertex ``e_w`` or a set of winners) and returns the
     ``(K,)`` exponents with which the losers' frequencies decay,
-    :math:`m(X_t)_j \sim t^{-\alpha_j}`:
-    :math:`\alpha_j = 1 - \sum_{i\in S} m_i P_{ij} / D_i` with
-    :math:`D_i = \sum_{k\in S} m_k P_{ik}` for ``j`` outside ``S``, and ``0`` on ``S``.
+    :math:`m(X_t)_j \\sim t^{-\\alpha_j}`:
+    :math:`\\alpha_j = 1 - \\sum_{i\\in S} m_i P_{ij} / D_i` with
+    :math:`D_i = \\sum_{k\\in S} m_k P_{ik}` for ``j`` outside ``S``, and ``0`` on ``S``.
     For a single winner ``w`` this is :math:`1 - P_{wj}/P_{ww}`; for ``K = 2`` with both
     rows ``(1 - p, p)`` and ``w = 0`` it is the exponent :math:`q = (1-2p)/(1-p)` of
     Ildiz et al. 2024, Lemma 5.3. For ``K >= 3`` it is the chapter's conjecture (beyond the
