@@ -79,7 +79,8 @@ def conditional_entropy(joint: Any, groups: Any = None) -> torch.Tensor:
     joint : array-like
         Shape ``(N, S)``: probabilities of (context, next token); sums to one.
     groups : array-like, optional
-        Shape ``(N,)``, non-negative ints: ``s(c)`` for every context; ``None`` means the full context (``s(c) = c``).
+        Shape ``(N,)``, non-negative ints: ``s(c)`` for every context; ``None`` means the
+        full context (``s(c) = c``).
     """
     J = _check_joint(joint)
     return _entropy_rows(_group_joint(J, _check_groups(groups, J.shape[0])))
