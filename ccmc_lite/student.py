@@ -25,10 +25,11 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["count_blocks", "strip_solutions", "write_student_notebook"]
+__all__ = ["chapter_overview", "count_blocks", "strip_solutions", "write_student_notebook"]
 
 _FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[a-z:-]+)\}")
 
@@ -122,6 +123,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         solutions = count_blocks(chapter.read_text(encoding="utf-8"), "solution-start")
         print(f"{chapter} -> {target} ({solutions} solution(s) removed)")
     return 0
+
+
+def chapter_overview(root: Path | str, results: Mapping[str, Any] | None = None) -> list[dict]:
+    """One row per taught chapter of the book at ``root``, in table-of-contents order.
+
+    A taught chapter is a notebook under ``book/part<N>/`` or ``book/closing/``. Each row
+    has the part caption (``part``), the chapter ``title`` (its first ``#`` heading), its
+    ``path`` relative to ``root``, the number of ``exercises`` (gated ``exercise-start`` or
+    plain ``exercise`` blocks) and the run time in seconds of each profile, ``book_s`` and
+    ``paper_s``, read from ``results`` (the keys ``chapter_<profile>_s[<path>]`` that
+    ``benchmarks/chapter_times.py`` writes; ``None`` when not measured; a string such as
+    ``">240"`` when the run was stopped at a cap).
+
+    Raises ``ValueError`` when ``root`` has no ``_toc.yml`` and ``TypeError`` when
+    ``results`` is not a mapping.
+    """
+    root = Path(root)
+    if not (root / "_toc.yml").is_file():
+        raise ValueError(f"root must be a book folder containing _toc.yml; got {root}")
+    if results is None:
+        results = {}
+    if not isinstance(results, Mapping):
+        raise TypeError(f"results must be a mapping; got {type(results).__name__}")
+    rows = []
+    for caption, chapter in _toc_entries(root):
+        rel = chapter.relative_to(root).as_posix()
+        if not re.match(r"book/(part\d+|closing)/[^/]+$", rel):
+            continue
+        text = chapter.read_text(encoding="utf-8")
+        title = re.search(r"^# (.+)$", text, re.M)
+        rows.append(
+            {
+                "part": caption,
+                "title": title.group(1).strip() if title else chapter.stem,
+                "path": rel,
+                "exercises": count_blocks(text, "exercise-start") + count_blocks(text, "exercise"),
+                "book_s": results.get(f"chapter_book_s[{rel}]"),
+                "paper_s": results.get(f"chapter_paper_s[{rel}]"),
+            }
+        )
+    return rows
+
+
+def _toc_entries(root: Path) -> list[tuple[str, Path]]:
+    """``(part caption, notebook path)`` for every executable page listed in the toc."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    out = []
+    for part in toc.get("parts", []):
+        for entry in part.get("chapters", []):
+            path = root / f"{entry['file']}.md"
+            if path.exists() and "kernelspec:" in path.read_text(encoding="utf-8"):
+                out.append((part.get("caption", ""), path))
+    return out
 
 
 def _toc_chapters(root: Path) -> list[Path]:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ccmc_lite.checking import check_function, check_value, describe
-from ccmc_lite.student import count_blocks, main, strip_solutions, write_student_notebook
+from ccmc_lite.student import (
+    chapter_overview,
+    count_blocks,
+    main,
+    strip_solutions,
+    write_student_notebook,
+)
 
 
 def ref_softmax(x):
@@ -156,3 +163,40 @@ def test_student_command_line(tmp_path, capsys):
     assert main([str(chapter), "--out", str(tmp_path / "nbs"), "--root", str(tmp_path)]) == 0
     assert (tmp_path / "nbs" / "ch.ipynb").exists()
     assert "1 solution(s) removed" in capsys.readouterr().out
+
+
+def test_chapter_overview(tmp_path):
+    (tmp_path / "book" / "part1").mkdir(parents=True)
+    (tmp_path / "book" / "part1" / "ch.md").write_text(CHAPTER)
+    (tmp_path / "book" / "notes.md").write_text(CHAPTER)  # front matter: not a taught chapter
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/intro\nparts:\n"
+        "  - caption: Front\n    chapters:\n      - file: book/notes\n"
+        "  - caption: Part I — X\n    chapters:\n      - file: book/part1/ch\n"
+    )
+    results = {
+        "chapter_book_s[book/part1/ch.md]": 12.5,
+        "chapter_paper_s[book/part1/ch.md]": ">240",
+    }
+    (row,) = chapter_overview(tmp_path, results)
+    assert row == {
+        "part": "Part I — X",
+        "title": "A chapter",
+        "path": "book/part1/ch.md",
+        "exercises": 1,
+        "book_s": 12.5,
+        "paper_s": ">240",
+    }
+    assert chapter_overview(tmp_path)[0]["book_s"] is None
+    with pytest.raises(ValueError, match=r"root must be a book folder containing _toc\.yml"):
+        chapter_overview(tmp_path / "book")
+    with pytest.raises(TypeError, match="results must be a mapping; got list"):
+        chapter_overview(tmp_path, [1, 2])
+
+
+def test_chapter_overview_of_this_book():
+    root = Path(__file__).resolve().parents[1]
+    rows = chapter_overview(root)
+    assert [r["path"].split("/")[1] for r in rows][:1] == ["part1"]
+    assert rows[-1]["path"] == "book/closing/one_lens.md"
+    assert all(r["exercises"] >= 2 for r in rows), [(r["path"], r["exercises"]) for r in rows]
