@@ -141,4 +141,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
     app.connect("html-page-context", fix_launch_and_download, priority=502)
     app.connect("html-page-context", drop_unused_thebe, priority=900)
+    # Chapter titles such as "The $(p, q)$ phase diagram" put math into the navigation of
+    # every page, so MathJax must load on pages that have no math of their own too.
+    app.set_html_assets_policy("always")
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
