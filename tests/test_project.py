@@ -84,6 +84,15 @@ def _quickstart_commands() -> list[str]:
     return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+def test_readme_links_the_online_book_binder_and_the_pages_workflow():
+    readme = (ROOT / "README.md").read_text()
+    site = "https://ccmc-lite.github.io/ccmc_lite/"
+    assert f"**Read online:** <{site}>" in readme
+    assert "[![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/" in readme
+    workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
+    assert "python3 dev.py test" in workflow and "gh-pages" in workflow
+
+
 def test_readme_has_exactly_two_commands_and_ci_runs_the_test_one():
     commands = _quickstart_commands()
     assert commands == ["python3 dev.py book", "python3 dev.py test"], commands
