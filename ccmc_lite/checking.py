@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["CheckResult", "check_function", "check_value", "describe"]
+__all__ = ["CheckResult", "check_function", "check_value", "describe", "require_callable"]
 
 
 @dataclass
@@ -36,6 +36,15 @@ class CheckResult:
 
     def __bool__(self) -> bool:
         return self.passed
+
+
+def require_callable(name: str, fn: Any) -> None:
+    """Raise ``TypeError`` naming ``name`` unless ``fn`` is callable (a learner passed a value)."""
+    if not callable(fn):
+        raise TypeError(
+            f"{name} must be a function (define it with def and pass it without calling it); "
+            f"got {type(fn).__name__}"
+        )
 
 
 def describe(value: Any, limit: int = 160) -> str:

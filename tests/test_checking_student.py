@@ -200,3 +200,11 @@ def test_chapter_overview_of_this_book():
     assert [r["path"].split("/")[1] for r in rows][:1] == ["part1"]
     assert rows[-1]["path"] == "book/closing/one_lens.md"
     assert all(r["exercises"] >= 2 for r in rows), [(r["path"], r["exercises"]) for r in rows]
+
+
+def test_require_callable_names_the_argument():
+    from ccmc_lite.checking import require_callable
+
+    require_callable("my_fn", len)
+    with pytest.raises(TypeError, match=r"my_fn must be a function .*; got int"):
+        require_callable("my_fn", 3)

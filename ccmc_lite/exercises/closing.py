@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checking import CheckResult, check_function
+from ..checking import CheckResult, check_function, require_callable
 from ..lens import coarse_gap, coarse_predictor, ngram_levels
 from ..markov import binary_kernel, stationary_distribution
 from ..ngram import NGramTask, sample_transitions
@@ -41,15 +41,6 @@ from ..validation import check_seed
 __all__ = ["check_coarse_gap", "check_coarse_predictor", "check_ngram_levels"]
 
 Case = tuple[Any, ...]
-
-
-def _require_callable(name: str, fn: Any) -> None:
-    """Raise ``TypeError`` naming ``name`` unless ``fn`` is callable."""
-    if not callable(fn):
-        raise TypeError(
-            f"{name} must be a function (define it with def and pass it without calling it); "
-            f"got {type(fn).__name__}"
-        )
 
 
 def _long(values: list[int]) -> torch.Tensor:
@@ -124,7 +115,7 @@ def check_coarse_predictor(
     TypeError
         If ``my_coarse_predictor`` is not callable.
     """
-    _require_callable("my_coarse_predictor", my_coarse_predictor)
+    require_callable("my_coarse_predictor", my_coarse_predictor)
     seed = check_seed(seed)
     return check_function(
         my_coarse_predictor,
@@ -166,7 +157,7 @@ def check_coarse_gap(
     TypeError
         If ``my_coarse_gap`` is not callable.
     """
-    _require_callable("my_coarse_gap", my_coarse_gap)
+    require_callable("my_coarse_gap", my_coarse_gap)
     seed = check_seed(seed)
     return check_function(
         my_coarse_gap,
@@ -236,7 +227,7 @@ def check_ngram_levels(
     TypeError
         If ``my_ngram_levels`` is not callable.
     """
-    _require_callable("my_ngram_levels", my_ngram_levels)
+    require_callable("my_ngram_levels", my_ngram_levels)
     seed = check_seed(seed)
     return check_function(
         my_ngram_levels,

@@ -34,7 +34,7 @@ import torch
 
 from ..attention import random_embeddings, weights_from_transition
 from ..ccmc import ccmc_distribution, prompt_data, random_prompts
-from ..checking import CheckResult, check_function
+from ..checking import CheckResult, check_function, require_callable
 from ..collapse import (
     binary_collapse_chain,
     fixed_point,
@@ -58,15 +58,6 @@ __all__ = [
 ]
 
 Case = tuple[Any, ...]
-
-
-def _require_callable(name: str, fn: Any) -> None:
-    """Raise ``TypeError`` naming ``name`` unless ``fn`` is callable."""
-    if not callable(fn):
-        raise TypeError(
-            f"{name} must be a function (define it with def and pass it without calling it); "
-            f"got {type(fn).__name__}"
-        )
 
 
 def _matrix(rows: list[list[float]]) -> torch.Tensor:
@@ -131,7 +122,7 @@ def check_ccmc_transition(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_ccmc_transition", my_ccmc_transition)
+    require_callable("my_ccmc_transition", my_ccmc_transition)
     seed = check_seed(seed)
     return check_function(
         my_ccmc_transition,
@@ -187,7 +178,7 @@ def check_weights_from_transition(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_weights_from_transition", my_weights_from_transition)
+    require_callable("my_weights_from_transition", my_weights_from_transition)
     seed = check_seed(seed)
     return check_function(
         my_weights_from_transition,
@@ -274,7 +265,7 @@ def check_cooccurrence_components(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_components", my_components)
+    require_callable("my_components", my_components)
     seed = check_seed(seed)
 
     def learner(prompts: list[list[int]], K: int, variant: str) -> list[str]:
@@ -355,7 +346,7 @@ def check_hessian_logits(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_hessian_logits", my_hessian_logits)
+    require_callable("my_hessian_logits", my_hessian_logits)
     seed = check_seed(seed)
     return check_function(
         my_hessian_logits,
@@ -444,7 +435,7 @@ def check_decay_exponents(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_decay_exponents", my_decay_exponents)
+    require_callable("my_decay_exponents", my_decay_exponents)
     seed = check_seed(seed)
     return check_function(
         my_decay_exponents,
@@ -509,7 +500,7 @@ def check_stationary_of_reweighted(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_stationary_of_reweighted", my_stationary_of_reweighted)
+    require_callable("my_stationary_of_reweighted", my_stationary_of_reweighted)
     seed = check_seed(seed)
     return check_function(
         my_stationary_of_reweighted,

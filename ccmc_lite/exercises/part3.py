@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checking import CheckResult, check_function, check_value
+from ..checking import CheckResult, check_function, check_value, require_callable
 from ..disentangled import AttentionOnlyTransformer, construction_limit, theta_star
 from ..estimators import kgram_estimator, subset_estimator
 from ..ngram import (
@@ -63,15 +63,6 @@ __all__ = [
 ]
 
 Case = tuple[Any, ...]
-
-
-def _require_callable(name: str, fn: Any) -> None:
-    """Raise ``TypeError`` naming ``name`` unless ``fn`` is callable."""
-    if not callable(fn):
-        raise TypeError(
-            f"{name} must be a function (define it with def and pass it without calling it); "
-            f"got {type(fn).__name__}"
-        )
 
 
 def _tokens(values: Sequence[int]) -> torch.Tensor:
@@ -139,7 +130,7 @@ def check_kgram_estimator(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_kgram_estimator", my_kgram_estimator)
+    require_callable("my_kgram_estimator", my_kgram_estimator)
     seed = check_seed(seed)
     return check_function(
         my_kgram_estimator,
@@ -203,7 +194,7 @@ def check_lifted_transition_matrix(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_lifted_matrix", my_lifted_matrix)
+    require_callable("my_lifted_matrix", my_lifted_matrix)
     seed = check_seed(seed)
     return check_function(
         my_lifted_matrix,
@@ -268,7 +259,7 @@ def check_suffix_law(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_suffix_law", my_suffix_law)
+    require_callable("my_suffix_law", my_suffix_law)
     seed = check_seed(seed)
     return check_function(
         my_suffix_law,
@@ -333,7 +324,7 @@ def check_suffix_gradient(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_suffix_gradient", my_suffix_gradient)
+    require_callable("my_suffix_gradient", my_suffix_gradient)
     seed = check_seed(seed)
     return check_function(
         my_suffix_gradient,
@@ -393,7 +384,7 @@ def check_offset_attention(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_offset_attention", my_offset_attention)
+    require_callable("my_offset_attention", my_offset_attention)
     seed = check_seed(seed)
     return check_function(
         my_offset_attention,
@@ -467,7 +458,7 @@ def check_detect_plateaus(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_detect_plateaus", my_detect_plateaus)
+    require_callable("my_detect_plateaus", my_detect_plateaus)
     seed = check_seed(seed)
     return check_function(
         my_detect_plateaus,
@@ -555,7 +546,7 @@ def check_attention_only_forward(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_forward", my_forward)
+    require_callable("my_forward", my_forward)
     seed = check_seed(seed)
     return check_function(
         my_forward,
@@ -668,7 +659,7 @@ def check_subset_estimator(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_subset_estimator", my_subset_estimator)
+    require_callable("my_subset_estimator", my_subset_estimator)
     seed = check_seed(seed)
     return check_function(
         my_subset_estimator,
@@ -729,7 +720,7 @@ def check_construction_limit(
     ccmc_lite.checking.CheckResult
         Truthy when every case passed.
     """
-    _require_callable("my_construction_limit", my_construction_limit)
+    require_callable("my_construction_limit", my_construction_limit)
     seed = check_seed(seed)
     return check_function(
         my_construction_limit,
