@@ -132,7 +132,7 @@ def cmd_bench(args: list[str]) -> None:
 
 def cmd_student(args: list[str]) -> None:
     ensure_env()
-    run([PY, "-m", "ccmc_lite.student", *args])
+    run([PY, ROOT / "book" / "_ext" / "booktools.py", *args])
 
 
 def cmd_env(args: list[str]) -> None:

@@ -15,7 +15,7 @@ import time
 import torch
 from torch import nn
 
-from ccmc_lite.training import TrainConfig, train_runs
+from ccmc_lite.core import TrainConfig, train_runs
 
 
 class SmallAttention(nn.Module):

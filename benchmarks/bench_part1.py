@@ -22,11 +22,17 @@ import time
 
 import torch
 
-from ccmc_lite.attention import project_onto_subspace, transition_from_weights
-from ccmc_lite.ccmc import prompt_data, sample_next, sample_trajectories
-from ccmc_lite.collapse import binary_collapse_chain
-from ccmc_lite.mle import fit_gd, fit_newton
-from ccmc_lite.seeding import torch_generator
+from ccmc_lite.ccmc import (
+    binary_collapse_chain,
+    fit_gd,
+    fit_newton,
+    project_onto_subspace,
+    prompt_data,
+    sample_next,
+    sample_trajectories,
+    transition_from_weights,
+)
+from ccmc_lite.core import torch_generator
 
 
 def _sampling(n_traj: int, length: int, n_loop: int) -> dict:

@@ -21,8 +21,7 @@ import time
 
 import torch
 
-from ccmc_lite.markov import binary_kernel
-from ccmc_lite.markov_runs import markov_config, train_markov
+from ccmc_lite.markov import binary_kernel, markov_config, train_markov
 
 GRID = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)  # book profile of chapter "The (p, q) phase diagram"
 SEEDS = 3

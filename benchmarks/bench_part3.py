@@ -21,10 +21,8 @@ import time
 
 import torch
 
-from ccmc_lite.disentangled import SimplifiedTransformer
-from ccmc_lite.ngram import NGramTask, sample_urn
-from ccmc_lite.stagewise import NGramStream, make_loss_fn
-from ccmc_lite.training import TrainConfig, train_runs
+from ccmc_lite.core import TrainConfig, train_runs
+from ccmc_lite.ngram import NGramStream, NGramTask, SimplifiedTransformer, make_loss_fn, sample_urn
 
 TASK = NGramTask(S=5, n=3, T=32, alpha=0.5)
 

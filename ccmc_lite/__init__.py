@@ -1,22 +1,42 @@
-"""ccmc_lite — transformers seen through Markov chains.
+"""ccmc_lite — transformers seen through Markov chains: the package behind the book.
 
-The package behind the executable book. Foundation modules (shared by every part):
+The tree reads as the book does::
 
-- :mod:`ccmc_lite.validation` — argument checks with clear errors;
-- :mod:`ccmc_lite.seeding` — the ``seed`` convention and derived streams;
-- :mod:`ccmc_lite.devices` — CPU by default, CUDA when present;
-- :mod:`ccmc_lite.profiles` — the ``book``/``paper`` profile switch;
-- :mod:`ccmc_lite.training` — R independent runs trained as one batched program;
-- :mod:`ccmc_lite.progress` — a text progress bar;
-- :mod:`ccmc_lite.plotting` — one plotting style.
+    ccmc_lite/
+      core/     shared machinery: validation, seeding, devices, profiles, chains,
+                training, progress, plotting, checking, glue
+      ccmc/     Part I   — self-attention is a context-conditioned Markov chain
+      markov/   Part II  — the single-layer Markov landscape
+      ngram/    Part III — in-context n-grams and sub-n-gram plateaus
+      lens/     the closing chapter's cross-part computations
+
+A chapter imports a part by name and calls into it, so every name shows where it lives::
+
+    from ccmc_lite import markov, plotting, seed_everything
+
+    seed_everything(0)
+    P = markov.binary_kernel(0.5, 0.8)
+
+The names every chapter needs (seeding, profiles, training, glue) are importable from the
+top level; :mod:`ccmc_lite.core.plotting` is :mod:`ccmc_lite.core.plotting`. Parts never import
+each other; ``core`` imports no part; ``lens`` may import every part.
 """
 
-from .devices import default_device, resolve_device
-from .profiles import PROFILE_ENV, by_profile, current_profile, profile_banner
-from .seeding import derive_seed, numpy_rng, seed_everything, torch_generator
-from .training import TrainConfig, TrainResult, train_runs
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
+
+from .core import plotting
+from .core.devices import default_device, resolve_device
+from .core.gluing import glue
+from .core.profiles import PROFILE_ENV, by_profile, current_profile, profile_banner
+from .core.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
+from .core.training import TrainConfig, TrainResult, train_runs
+
+__version__ = "0.2.0"
+
+PARTS = ("core", "ccmc", "markov", "ngram", "lens")
 
 __all__ = [
     "PROFILE_ENV",
@@ -27,10 +47,19 @@ __all__ = [
     "current_profile",
     "default_device",
     "derive_seed",
+    "glue",
     "numpy_rng",
+    "plotting",
     "profile_banner",
     "resolve_device",
     "seed_everything",
     "torch_generator",
     "train_runs",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a part on first use, so ``import ccmc_lite; ccmc_lite.markov`` works."""
+    if name in PARTS:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'ccmc_lite' has no attribute {name!r}")

@@ -8,14 +8,11 @@ executing every chapter a second time.
 
 from __future__ import annotations
 
-import re
+import os
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = ROOT / "_build"
@@ -24,53 +21,25 @@ CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 CELL_TIMEOUT_S = 900
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-from ccmc_book import patch_kernel_polling  # noqa: E402
+import booktools  # noqa: E402
+from ccmc_book import BOOK_BUILD_ENV, patch_kernel_polling  # noqa: E402
 
 patch_kernel_polling()  # the same fix the book build uses (see its docstring)
 
 
-def _toc_files(entries: list[dict]) -> Iterator[str]:
-    for entry in entries:
-        if "file" in entry:
-            yield entry["file"]
-        for key in ("parts", "chapters", "sections"):
-            if key in entry:
-                yield from _toc_files(entry[key])
-
-
 def toc_files() -> list[Path]:
     """Every source file listed in ``_toc.yml`` (root first), as absolute paths."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    names = [toc["root"], *_toc_files(toc.get("parts", []) + toc.get("chapters", []))]
-    paths = []
-    for name in names:
-        candidates = [ROOT / f"{name}{ext}" for ext in (".md", ".ipynb")]
-        found = [c for c in candidates if c.exists()]
-        if not found:
-            raise FileNotFoundError(f"_toc.yml lists {name!r} but no .md/.ipynb file exists")
-        paths.append(found[0])
-    return paths
-
-
-def is_notebook(path: Path) -> bool:
-    """True for MyST Markdown notebooks (a ``kernelspec`` in the front matter)."""
-    from myst_nb.core.read import is_myst_markdown_notebook
-
-    return path.suffix == ".ipynb" or is_myst_markdown_notebook(path.read_text(encoding="utf-8"))
+    return [e.path for e in booktools.toc_entries(ROOT)]
 
 
 def chapter_notebooks() -> list[Path]:
     """The executable pages of the book, in reading order."""
-    return [p for p in toc_files() if is_notebook(p)]
+    return booktools.chapter_notebooks(ROOT)
 
 
 def taught_chapters() -> list[Path]:
     """The chapters of Parts I-III and the closing chapter (each has exercises)."""
-    return [
-        p
-        for p in chapter_notebooks()
-        if re.match(r"(part\d+|closing)$", p.parent.name) and p.parent.parent.name == "book"
-    ]
+    return booktools.taught_chapters(ROOT)
 
 
 @dataclass
@@ -108,7 +77,7 @@ def execute_chapter(path: Path) -> ExecutedChapter:
         record_timing=False,  # as myst-nb: timing metadata would change the cache hash
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
-    ).execute()
+    ).execute(env={**os.environ, BOOK_BUILD_ENV: "1"})  # glue() records values for the build
     seconds = time.perf_counter() - start
     CACHE_DIR.parent.mkdir(parents=True, exist_ok=True)
     cache = get_cache(str(CACHE_DIR))

@@ -9,14 +9,24 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from book_tools import BUILD_DIR
+# Property tests draw the same examples in every run ("ci", the default): a failure seen once
+# is seen every time. HYPOTHESIS_PROFILE=explore draws new random examples (use it to hunt).
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("explore", deadline=None, max_examples=500)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+from book_tools import BUILD_DIR  # noqa: E402 (needs the sys.path entry above)
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from ccmc_lite.checking import check_function, check_value, describe
-from ccmc_lite.student import (
+from booktools import (
     chapter_overview,
     count_blocks,
     main,
     strip_solutions,
     write_student_notebook,
 )
+
+from ccmc_lite.core import check_function, check_value, describe
 
 
 def ref_softmax(x):
@@ -169,6 +169,7 @@ def test_chapter_overview(tmp_path):
     (tmp_path / "book" / "part1").mkdir(parents=True)
     (tmp_path / "book" / "part1" / "ch.md").write_text(CHAPTER)
     (tmp_path / "book" / "notes.md").write_text(CHAPTER)  # front matter: not a taught chapter
+    (tmp_path / "book" / "intro.md").write_text("# Intro\n")
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: book/intro\nparts:\n"
         "  - caption: Front\n    chapters:\n      - file: book/notes\n"
@@ -203,7 +204,7 @@ def test_chapter_overview_of_this_book():
 
 
 def test_require_callable_names_the_argument():
-    from ccmc_lite.checking import require_callable
+    from ccmc_lite.core import require_callable
 
     require_callable("my_fn", len)
     with pytest.raises(TypeError, match=r"my_fn must be a function .*; got int"):

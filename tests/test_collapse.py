@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from ccmc_lite.ccmc import ccmc_distribution, sample_trajectories
-from ccmc_lite.collapse import (
+from ccmc_lite.ccmc import (
     binary_collapse_chain,
+    ccmc_distribution,
     collapse_explorer,
     collapse_exponent,
     compare_decay_exponents,
@@ -26,12 +26,13 @@ from ccmc_lite.collapse import (
     predicted_decay_exponents,
     random_chain,
     running_frequencies,
+    sample_trajectories,
     self_reinforcing_tokens,
     stationary_of_reweighted,
     weak_weak_exponent,
     zero_diagonal,
 )
-from ccmc_lite.plotting import loglog_fit
+from ccmc_lite.core import loglog_fit
 
 
 def test_binary_chain_and_exponents():

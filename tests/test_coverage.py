@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccmc_lite.coverage import (
+from ccmc_lite.ccmc import (
     CoverageReport,
     cooccurrence_graphs,
     coverage_report,

@@ -7,20 +7,22 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccmc_lite.disentangled import (
+from ccmc_lite.core import TrainConfig, train_runs
+from ccmc_lite.ngram import (
     AttentionOnlyTransformer,
+    NGramTask,
     SimplifiedTransformer,
     causal_softmax,
     construction_limit,
     first_layer_attention,
+    kgram_counts,
+    kgram_estimator,
     load_parameters,
     offsets_for_k,
+    sample_urn,
     theta_star,
     theta_star_all_heads,
 )
-from ccmc_lite.estimators import kgram_counts, kgram_estimator
-from ccmc_lite.ngram import NGramTask, sample_urn
-from ccmc_lite.training import TrainConfig, train_runs
 
 
 def _tokens(S=5, T=32, B=64, seed=0, n=3):
@@ -228,8 +230,7 @@ def test_attention_only_forward_matches_the_plain_formula():
 
 @pytest.mark.parametrize("offsets", [(1,), (2,), (1, 2)])
 def test_subset_construction_tends_to_the_subset_estimator(offsets):
-    from ccmc_lite.disentangled import theta_star_subset
-    from ccmc_lite.estimators import subset_counts, subset_estimator
+    from ccmc_lite.ngram import subset_counts, subset_estimator, theta_star_subset
 
     x = _tokens(B=300, seed=9)
     m = SimplifiedTransformer(5, 32, 2).double()

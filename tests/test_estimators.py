@@ -12,17 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, special
 
-from ccmc_lite.estimators import (
+from ccmc_lite.ngram import (
+    NGramTask,
     bayes_predictor,
     contiguous_offsets,
     cross_entropy,
     estimator_losses,
     kgram_counts,
     kgram_estimator,
+    sample_batch,
     subset_counts,
     subset_estimator,
 )
-from ccmc_lite.ngram import NGramTask, sample_batch
 
 # ----------------------------------------------------------------------------- slow reference
 

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from book_tools import ROOT
-from ccmc_lite.exercises import closing
-from ccmc_lite.exercises.closing import check_coarse_gap, check_coarse_predictor, check_ngram_levels
+from ccmc_lite import ngram
 from ccmc_lite.lens import coarse_gap, coarse_predictor, ngram_levels
-from ccmc_lite.ngram import stationary_distribution
+from ccmc_lite.lens import exercises as closing
+from ccmc_lite.lens.exercises import check_coarse_gap, check_coarse_predictor, check_ngram_levels
 
 FUNCTION_CHECKERS = {
     check_coarse_predictor: "my_coarse_predictor",
@@ -58,7 +58,7 @@ def _chapter_solutions() -> list[tuple[str, str, str]]:
     text = (ROOT / "book" / "closing" / "one_lens.md").read_text(encoding="utf-8")
     pattern = re.compile(
         r"```\{solution-start\} (?P<label>\S+)\n(?P<body>.*?)```\{solution-end\}\n```\n\n"
-        r"```\{code-cell\} ipython3\n(?P<call>check_\w+\(\w+\))\n```",
+        r"```\{code-cell\} ipython3\nexercises\.(?P<call>check_\w+\(\w+\))\n```",
         re.S,
     )
     found = []
@@ -81,7 +81,7 @@ def test_the_chapter_has_checked_exercises_using_every_checker():
 
 def _solution_namespace() -> dict:
     """Execute the definitions of all solutions in order (later ones reuse earlier ones)."""
-    namespace = {"torch": torch, "np": np, "history_law": stationary_distribution}
+    namespace = {"torch": torch, "np": np, "ngram": ngram}
     for label, code, _ in SOLUTIONS:
         tree = ast.parse(code)
         tree.body = [node for node in tree.body if isinstance(node, ast.FunctionDef)]

@@ -16,10 +16,23 @@ import re
 import numpy as np
 import pytest
 import torch
+from booktools import strip_solutions
 
 from book_tools import ROOT
-from ccmc_lite.exercises import part2
-from ccmc_lite.exercises.part2 import (
+from ccmc_lite.markov import (
+    appendix_d_logits,
+    attention_ratio,
+    binary_unigram_hessian,
+    entropy_rate,
+    lag_one_covariance,
+    stationary_distribution,
+    theta_pi,
+    unigram_curvature,
+    unigram_entropy,
+    unigram_gap,
+)
+from ccmc_lite.markov import exercises as part2
+from ccmc_lite.markov.exercises import (
     check_appendix_d_logits,
     check_attention_ratio,
     check_bigram_construction,
@@ -35,20 +48,6 @@ from ccmc_lite.exercises.part2 import (
     check_unigram_gap,
     check_untied_min_eigenvalue,
 )
-from ccmc_lite.landscape import (
-    appendix_d_logits,
-    binary_unigram_hessian,
-    theta_pi,
-    unigram_curvature,
-)
-from ccmc_lite.markov import (
-    entropy_rate,
-    lag_one_covariance,
-    stationary_distribution,
-    unigram_entropy,
-)
-from ccmc_lite.markov_runs import attention_ratio, unigram_gap
-from ccmc_lite.student import strip_solutions
 
 FUNCTION_CHECKERS = [
     check_stationary,
@@ -487,7 +486,7 @@ def exercises(text: str) -> list[dict[str, str]]:
 
 def run(cells: list[str], check: str):
     namespace = {"np": np, "torch": torch, "grid": GRID}
-    exec("from ccmc_lite.exercises.part2 import *", namespace)
+    exec("from ccmc_lite.markov import exercises", namespace)
     for cell in cells:
         exec(cell, namespace)
     return eval(check, namespace)
@@ -511,7 +510,7 @@ def test_chapter_exercises(chapter, capsys):
     for ex in found:
         assert ex["label"].startswith(f"p2c{number}-ex-"), ex["label"]
         assert text.index(ex["label"]) > section
-        assert ex["check"].startswith("check_") and "\n" not in ex["check"]
+        assert ex["check"].startswith("exercises.check_") and "\n" not in ex["check"]
         assert "raise NotImplementedError" in ex["stub"] or "= None" in ex["stub"]
         assert "ccmc_lite" not in ex["solution"], "a solution must not import the package"
         # The stub gives "not implemented yet" (the student notebook) ...

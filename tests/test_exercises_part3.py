@@ -17,10 +17,20 @@ import pytest
 import torch
 
 from book_tools import ROOT
-from ccmc_lite.disentangled import construction_limit
-from ccmc_lite.estimators import kgram_counts, kgram_estimator, subset_estimator
-from ccmc_lite.exercises import part3
-from ccmc_lite.exercises.part3 import (
+from ccmc_lite.ngram import (
+    SuffixModel,
+    construction_limit,
+    detect_plateaus,
+    exact_population_gradient,
+    kgram_counts,
+    kgram_estimator,
+    lifted_transition_matrix,
+    offset_attention,
+    subset_estimator,
+    suffix_law,
+)
+from ccmc_lite.ngram import exercises as part3
+from ccmc_lite.ngram.exercises import (
     check_attention_only_forward,
     check_construction_limit,
     check_detect_plateaus,
@@ -32,9 +42,6 @@ from ccmc_lite.exercises.part3 import (
     check_suffix_gradient,
     check_suffix_law,
 )
-from ccmc_lite.ngram import lifted_transition_matrix
-from ccmc_lite.ngram_landscape import SuffixModel, exact_population_gradient, suffix_law
-from ccmc_lite.plateaus import detect_plateaus, offset_attention
 
 FUNCTION_CHECKERS = {
     check_kgram_estimator: "my_kgram_estimator",
@@ -131,7 +138,7 @@ def _chapter_solutions() -> list[tuple[str, str, str, str]]:
         text = path.read_text(encoding="utf-8")
         pattern = re.compile(
             r"```\{solution-start\} (?P<label>\S+)\n(?P<body>.*?)```\{solution-end\}\n```\n\n"
-            r"```\{code-cell\} ipython3\n(?P<call>check_\w+\(\w+\))\n```",
+            r"```\{code-cell\} ipython3\nexercises\.(?P<call>check_\w+\(\w+\))\n```",
             re.S,
         )
         for m in pattern.finditer(text):

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ccmc_lite.core import torch_generator
 from ccmc_lite.markov import (
     binary_entropy,
     binary_entropy_rate,
@@ -26,7 +27,6 @@ from ccmc_lite.markov import (
     symmetric_kernel,
     unigram_entropy,
 )
-from ccmc_lite.seeding import torch_generator
 
 prob = st.floats(min_value=0.02, max_value=0.98)
 

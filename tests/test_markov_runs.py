@@ -8,18 +8,21 @@ import matplotlib
 import pytest
 import torch
 
-from ccmc_lite import markov_runs
-from ccmc_lite.landscape import theta_pi
-from ccmc_lite.markov import binary_kernel, entropy_rate, symmetric_kernel, unigram_entropy
-from ccmc_lite.markov_runs import (
+from ccmc_lite.markov import (
+    MarkovTransformer,
     attention_ratio,
+    binary_kernel,
+    entropy_rate,
     markov_config,
     plot_pq_grid,
+    symmetric_kernel,
+    theta_pi,
     train_markov,
+    unigram_entropy,
     unigram_gap,
     zero_position_probs,
 )
-from ccmc_lite.markov_transformer import MarkovTransformer
+from ccmc_lite.markov import runs as markov_runs
 
 matplotlib.use("Agg")
 

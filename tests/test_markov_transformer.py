@@ -5,18 +5,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ccmc_lite.markov import binary_kernel, sample_chains, symmetric_kernel
-from ccmc_lite.markov_transformer import (
+from ccmc_lite.core import TrainConfig, torch_generator, train_runs
+from ccmc_lite.markov import (
     MODEL_OPTIONS,
     MarkovTransformer,
+    binary_kernel,
     build_model,
     check_model_options,
     kernel_loss,
     model_factory,
     next_token_loss,
+    sample_chains,
+    symmetric_kernel,
 )
-from ccmc_lite.seeding import torch_generator
-from ccmc_lite.training import TrainConfig, train_runs
 
 
 def test_binary_model_parameters_and_output():

@@ -9,24 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccmc_lite.attention import (
-    project_onto_subspace,
-    random_embeddings,
-    subspace_basis,
-    transition_from_weights,
-    weights_from_transition,
-)
 from ccmc_lite.ccmc import (
-    log_likelihood,
-    population_data,
-    prompt_data,
-    random_prompts,
-    sample_prompt_data,
-)
-from ccmc_lite.coverage import coverage_report, restricted_distribution
-from ccmc_lite.mle import (
     AttentionMLE,
     asymptotic_error,
+    coverage_report,
     fit_gd,
     fit_newton,
     gd_step_size,
@@ -35,8 +21,19 @@ from ccmc_lite.mle import (
     hessian_logits,
     hessian_on_subspace,
     hessian_weights,
+    log_likelihood,
     nll,
     nll_logits,
+    population_data,
+    project_onto_subspace,
+    prompt_data,
+    random_embeddings,
+    random_prompts,
+    restricted_distribution,
+    sample_prompt_data,
+    subspace_basis,
+    transition_from_weights,
+    weights_from_transition,
 )
 
 

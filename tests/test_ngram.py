@@ -9,14 +9,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccmc_lite.estimators import estimator_losses
 from ccmc_lite.ngram import (
     NGramTask,
     dirichlet,
     dirichlet_mean_entropy,
     entropy,
+    estimator_losses,
     flatten_transitions,
     history_codes,
+    lifted_stationary,
     lifted_transition_matrix,
     log_uniform,
     next_token_probs,
@@ -24,7 +25,6 @@ from ccmc_lite.ngram import (
     sample_sequences,
     sample_transitions,
     sample_urn,
-    stationary_distribution,
     suffix_conditional,
 )
 
@@ -125,7 +125,7 @@ def test_lifted_matrix_structure():
 @given(S=st.integers(2, 4), n=st.integers(1, 3), seed=st.integers(0, 10_000))
 def test_stationary_distribution_is_invariant(S, n, seed):
     P = sample_transitions(NGramTask(S=S, n=n, T=n + 1), (3,), seed=seed)
-    pi = stationary_distribution(P, S, n)
+    pi = lifted_stationary(P, S, n)
     M = lifted_transition_matrix(P, S, n).double()
     torch.testing.assert_close(torch.einsum("bh,bhg->bg", pi, M), pi, atol=1e-10, rtol=0)
     torch.testing.assert_close(pi.sum(-1), torch.ones(3, dtype=pi.dtype))
@@ -174,7 +174,7 @@ def test_stationary_start_window_has_law_pi():
     S, n = 3, 3
     P = sample_transitions(NGramTask(S=S, n=n, T=6), (1,), seed=4).expand(60000, S, S, S)
     x, _ = sample_sequences(P.contiguous(), 6, start="stationary", seed=5)
-    pi = stationary_distribution(P[:1], S, n)[0]
+    pi = lifted_stationary(P[:1], S, n)[0]
     for t in (1, 4):  # window ending at t
         code = x[:, t - 1] * S + x[:, t]
         freq = torch.bincount(code, minlength=S * S).double() / x.shape[0]
@@ -217,7 +217,7 @@ def test_suffix_conditional_full_history_is_P():
 def test_lemma_h5_stationary_conditionals_are_time_homogeneous():
     S, n = 3, 3
     P = sample_transitions(NGramTask(S=S, n=n, T=8), (2,), seed=1)
-    pi = stationary_distribution(P, S, n).reshape(2, S, S)  # π[a, b]
+    pi = lifted_stationary(P, S, n).reshape(2, S, S)  # π[a, b]
     flat = flatten_transitions(P, S, n).double().reshape(2, S, S, S)
     # Lemma H.5 with l = 1: p(x_{t+1} = j | x_t = b) = Σ_a π[a, b] P[a, b, j] / Σ_a π[a, b]
     num = torch.einsum("zab,zabj->zbj", pi, flat)

@@ -10,9 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccmc_lite.disentangled import SimplifiedTransformer, load_parameters, theta_star
-from ccmc_lite.ngram import NGramTask, sample_batch, sample_transitions, sample_urn
-from ccmc_lite.ngram_landscape import (
+from ccmc_lite.ngram import (
+    NGramTask,
+    SimplifiedTransformer,
     SuffixModel,
     exact_population_gradient,
     fit_theorem42,
@@ -20,11 +20,16 @@ from ccmc_lite.ngram_landscape import (
     gradient_blocks,
     gradient_norm,
     lemma31_gradient,
+    load_parameters,
     next_token_loss,
+    sample_batch,
+    sample_transitions,
+    sample_urn,
     sequence_law,
     statistical_term,
     suffix_law,
     theorem42_trend,
+    theta_star,
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ccmc_lite.plateaus import detect_plateaus, escape_step, moving_average, nearest_level
+from ccmc_lite.ngram import detect_plateaus, escape_step, moving_average, nearest_level
 
 
 def _history():
@@ -66,8 +66,7 @@ def test_nearest_level_and_escape_step():
 def test_offset_attention_and_first_offsets_on_constructions():
     import torch
 
-    from ccmc_lite.disentangled import theta_star
-    from ccmc_lite.plateaus import first_offsets, formation_step, offset_attention
+    from ccmc_lite.ngram import first_offsets, formation_step, offset_attention, theta_star
 
     uniform = torch.zeros(2, 16, 16)  # A1 = 0: uniform causal attention
     bigram = theta_star(2, S=3, T=16, n_heads=2, c=8.0)["A1"]

@@ -12,14 +12,15 @@ import torch
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from ccmc_lite.conventions import (
+from ccmc_lite.ccmc import (
     from_column_stochastic,
     from_one_based,
     to_column_stochastic,
     to_one_based,
 )
-from ccmc_lite.plotting import (
+from ccmc_lite.core import (
     PALETTE,
+    TextProgress,
     fig_axes,
     heatmap,
     loglog_fit,
@@ -28,7 +29,6 @@ from ccmc_lite.plotting import (
     plot_runs,
     use_book_style,
 )
-from ccmc_lite.progress import TextProgress
 
 
 @pytest.fixture(autouse=True)

@@ -7,10 +7,16 @@ import math
 import pytest
 import torch
 
-from ccmc_lite.disentangled import SimplifiedTransformer
-from ccmc_lite.ngram import NGramTask
-from ccmc_lite.stagewise import NGramStream, kgram_levels, make_eval_fn, make_loss_fn, make_test_set
-from ccmc_lite.training import TrainConfig, train_runs
+from ccmc_lite.core import TrainConfig, train_runs
+from ccmc_lite.ngram import (
+    NGramStream,
+    NGramTask,
+    SimplifiedTransformer,
+    kgram_levels,
+    make_eval_fn,
+    make_loss_fn,
+    make_test_set,
+)
 
 
 def test_stream_shapes_and_reproducibility():
@@ -79,8 +85,11 @@ def test_attention_plot_and_checkpoint_gradients():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ccmc_lite.disentangled import first_layer_attention
-    from ccmc_lite.stagewise import checkpoint_gradient_norms, plot_attention_maps
+    from ccmc_lite.ngram import (
+        checkpoint_gradient_norms,
+        first_layer_attention,
+        plot_attention_maps,
+    )
 
     fig, axes = plt.subplots(1, 2)
     plot_attention_maps(axes, first_layer_attention(torch.zeros(2, 6, 6)), last=4)

@@ -13,13 +13,13 @@ import re
 from pathlib import Path
 
 import pytest
+from booktools import count_blocks, strip_solutions, write_student_notebook
 
 from book_tools import CELL_TIMEOUT_S, ROOT, taught_chapters
-from ccmc_lite.student import count_blocks, strip_solutions, write_student_notebook
 
 CHAPTERS = taught_chapters()
 SETUP = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
-CHECK_CALL = re.compile(r"^check_\w+\(", re.M)
+CHECK_CALL = re.compile(r"^exercises\.check_\w+\(", re.M)
 
 
 def _solution_only_lines(text: str) -> set[str]:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from ccmc_lite.training import TrainConfig, lr_schedule, train_runs
+from ccmc_lite.core import TrainConfig, lr_schedule, train_runs
 
 D_IN, N_DATA = 3, 32
 # A fixed data set per run, so batched and looped training see identical batches.

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccmc_lite.validation import (
+from ccmc_lite.core import (
     as_tensor,
     check_choice,
     check_float,

@@ -12,17 +12,26 @@
    slices (used by the build here and by the chapter tests), see its docstring.
 5. Every chapter page carries ``<meta name="ccmc-chapter">`` so the browser test knows
    which pages must show launch buttons.
+6. ``CCMC_BOOK_BUILD=1`` is set for the kernels that execute chapters, so
+   :func:`ccmc_lite.glue` records values for the prose (outside the build it only shows
+   figures and displayed values; see :mod:`ccmc_lite.core.gluing`).
+7. The ``chapter-overview`` directive renders the instructors' table of chapters.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from docutils import nodes
+from docutils.statemachine import StringList
 from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
 
 SETUP_TAG = "ccmc-setup"
+BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # the same name as ccmc_lite.core.gluing.BOOK_BUILD_ENV
 POLL_SLICE_S = 0.5
 
 
@@ -135,12 +144,140 @@ def drop_unused_thebe(
             context[key] = [a for a in context[key] if keep(a)]
 
 
+def _seconds(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.0f} s" if isinstance(value, float) else f"{value} s"
+
+
+class ChapterOverview(SphinxDirective):
+    """``{chapter-overview}``: one table row per taught chapter (instructors' page).
+
+    Rows come from :func:`booktools.chapter_overview` (the toc, the chapter sources) and the
+    chapter timings in ``benchmarks/results.json``.
+    """
+
+    has_content = False
+
+    def run(self) -> list[Any]:
+        from booktools import chapter_overview
+
+        root = Path(self.env.srcdir)
+        results_path = root / "benchmarks" / "results.json"
+        self.env.note_dependency(str(results_path))
+        results = json.loads(results_path.read_text()) if results_path.exists() else {}
+        rows = chapter_overview(root, results)
+        if not rows:
+            raise self.error("chapter-overview found no taught chapters in _toc.yml")
+        here = Path(self.env.doc2path(self.env.docname)).parent
+        lines = [
+            "| part | chapter | exercises | book profile | paper profile |",
+            "|---|---|---|---|---|",
+        ]
+        for r in rows:
+            link = Path(os.path.relpath(root / r["path"], here)).as_posix()
+            lines.append(
+                f"| {r['part'].split(' — ')[0]} | [{r['title']}]({link}) | {r['exercises']} | "
+                f"{_seconds(r['book_s'])} | {_seconds(r['paper_s'])} |"
+            )
+        lines += [
+            "",
+            f"Book profile measured {results.get('chapter_book_date', '?')}; paper profile "
+            f"measured {results.get('chapter_paper_date', '?')} (each chapter stopped after "
+            f"{results.get('chapter_paper_cap_s', '?')} s).",
+        ]
+        container = nodes.container(classes=["ccmc-chapter-overview"])
+        self.state.nested_parse(StringList(lines, source=self.env.docname), 0, container)
+        return [container]
+
+
+class ApiPart(SphinxDirective):
+    """``{api-part} markov``: the API of one subpackage of ``ccmc_lite``, module by module.
+
+    For each module listed in the subpackage's ``__all__`` groups (the ``__init__`` imports
+    them in book order), the module's docstring is shown, then every public name of that
+    module documented under the subpackage (``ccmc_lite.markov.binary_kernel``): the name a
+    chapter writes (``markov.binary_kernel``) is the name the reference documents. A public
+    name added to a module appears here without editing the page.
+    """
+
+    required_arguments = 1
+    has_content = False
+
+    def run(self) -> list[Any]:
+        import importlib
+        import inspect
+
+        part = self.arguments[0]
+        package = importlib.import_module(f"ccmc_lite.{part}")
+        exported = list(getattr(package, "__all__", []))
+        by_module: dict[str, list[str]] = {}
+        for name in exported:
+            obj = getattr(package, name)
+            module = getattr(obj, "__module__", None)
+            if not (isinstance(module, str) and module.startswith(f"ccmc_lite.{part}.")):
+                module = _defining_module(package, name)
+            by_module.setdefault(module, []).append(name)
+        rst = [f".. automodule:: ccmc_lite.{part}", ""]
+        for module, names in by_module.items():
+            rst += [f".. automodule:: {module}", "", f".. currentmodule:: ccmc_lite.{part}", ""]
+            for name in names:
+                obj = getattr(package, name)
+                if inspect.isclass(obj):
+                    rst += [f".. autoclass:: {name}", "   :members:", ""]
+                elif callable(obj):
+                    rst += [f".. autofunction:: {name}", ""]
+                else:  # a constant: its ``#:`` comment lives in the defining module
+                    rst += [f".. py:data:: {name}", f"   :value: {_short_repr(obj)}", ""]
+                    rst += [f"   {line}" for line in _attribute_doc(module, name)] + [""]
+        exercises = f"ccmc_lite.{part}.exercises"
+        if importlib.util.find_spec(exercises) is not None:
+            rst += [f".. automodule:: {exercises}", "   :members:", ""]
+        text = ["```{eval-rst}", *rst, "```"]
+        container = nodes.container(classes=["ccmc-api-part"])
+        self.state.nested_parse(StringList(text, source=self.env.docname), 0, container)
+        return container.children
+
+
+def _defining_module(package: Any, name: str) -> str:
+    """The submodule whose ``__all__`` lists ``name`` (constants carry no ``__module__``)."""
+    import importlib
+
+    for module_name in _submodules(package):
+        module = importlib.import_module(module_name)
+        if name in getattr(module, "__all__", []):
+            return module_name
+    raise ValueError(f"{package.__name__}.{name} is exported but no submodule defines it")
+
+
+def _attribute_doc(module: str, name: str) -> list[str]:
+    """The ``#:`` documentation comment of a module-level constant (``[]`` if none)."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    docs = ModuleAnalyzer.for_module(module).find_attr_docs()
+    return list(docs.get(("", name), []))
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _submodules(package: Any) -> list[str]:
+    import pkgutil
+
+    return [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__)]
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     patch_kernel_polling()
+    os.environ[BOOK_BUILD_ENV] = "1"  # inherited by the kernels myst-nb starts
     app.add_config_value("ccmc_colab_branch", "gh-pages", "html")
     app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
     app.connect("html-page-context", fix_launch_and_download, priority=502)
     app.connect("html-page-context", drop_unused_thebe, priority=900)
+    app.add_directive("chapter-overview", ChapterOverview)
+    app.add_directive("api-part", ApiPart)
     # Chapter titles such as "The $(p, q)$ phase diagram" put math into the navigation of
     # every page, so MathJax must load on pages that have no math of their own too.
     app.set_html_assets_policy("always")

@@ -1,0 +1,560 @@
+"""One self-attention layer and its CCMC, Ildiz et al. 2024, Sec. 2.2–2.3 and App. A.
+
+The model (eq. (SA)): a prompt ``X = (x_1..x_L)`` is embedded row-wise with the token
+embeddings ``E`` (``(K, d)``, row ``k`` is ``e_k``), the last token is the query, the value
+weights are the identity, and
+
+.. math::
+
+    f_W(X) = \\mathbf X^\\top \\mathbb S(\\mathbf X W x_L) \\in \\mathbb R^d,
+    \\qquad \\text{next-token distribution } C f_W(X).
+
+Under Assumption 2.3 (``C Eᵀ = I``, independent embeddings, ``d >= K``) this *is* the CCMC of the
+base chain ``P^W`` (eq. (4)): Lemma 2.2 gives ``f_W(X) = Eᵀ π^X``. The map ``W ↦ P^W`` is a
+bijection between the subspace :math:`\\mathcal S_E` (Def. 2.4) and the transition matrices with
+positive entries (Thm. 2.6); :func:`~ccmc_lite.ccmc.weights_from_transition` implements its inverse
+for any ``E`` with independent rows.
+
+Book convention: ``P^W[i, j] = softmax_j(e_jᵀ W e_i)`` — row ``i`` is the distribution
+out of state ``i`` (the paper writes the same vectors as columns).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..core.seeding import torch_generator
+from ..core.validation import as_tensor, check_choice, check_int, check_seed, check_tokens
+from .chain import VARIANTS, check_transition
+
+__all__ = [
+    "attention_scores",
+    "check_embeddings",
+    "cross_attention",
+    "embed",
+    "logits_from_weights",
+    "next_token_distribution",
+    "positional_embeddings",
+    "positional_factors",
+    "project_onto_subspace",
+    "random_embeddings",
+    "self_attention",
+    "subspace_basis",
+    "subspace_projectors",
+    "tied_classifier",
+    "transition_from_weights",
+    "weights_from_logits",
+    "weights_from_transition",
+]
+
+#: Relative tolerance on singular values when checking linear independence.
+RANK_RTOL = 1e-10
+
+
+def check_embeddings(E: Any, *, name: str = "E") -> torch.Tensor:
+    """Check token embeddings against Assumption 2.3 (Ildiz et al. 2024).
+
+    Parameters
+    ----------
+    E : array-like
+        ``(K, d)`` embeddings, row ``k`` is :math:`e_k`.
+    name : str
+        Argument name for error messages.
+
+    Returns
+    -------
+    Tensor
+        ``E`` as float64.
+
+    Raises
+    ------
+    ValueError
+        If ``d < K`` or the rows are linearly dependent (then no ``C`` with
+        ``C Eᵀ = I`` exists and the CCMC correspondence fails), or on NaN/inf.
+    """
+    E = as_tensor(name, E, dtype=torch.float64, ndim=2)
+    K, d = E.shape
+    if K < 2:
+        raise ValueError(f"{name} must embed at least K=2 tokens; got shape {tuple(E.shape)}")
+    if d < K:
+        raise ValueError(
+            f"{name} must have d >= K (Assumption 2.3 needs K independent embeddings in R^d); "
+            f"got K={K}, d={d}"
+        )
+    sv = torch.linalg.svdvals(E)
+    if float(sv[-1]) <= RANK_RTOL * float(sv[0]):
+        rank = int((sv > RANK_RTOL * sv[0]).sum())
+        raise ValueError(
+            f"{name} must have linearly independent rows (Assumption 2.3); got rank {rank} < K={K}"
+        )
+    return E
+
+
+def _check_W(W: Any, d: int, *, name: str = "W", batched: bool = False) -> torch.Tensor:
+    W = as_tensor(name, W, dtype=torch.float64, ndim=None if batched else 2)
+    if W.ndim < 2 or W.shape[-2:] != (d, d):
+        raise ValueError(f"{name} must have shape (..., {d}, {d}) to match E; got {tuple(W.shape)}")
+    return W
+
+
+def tied_classifier(E: Any) -> torch.Tensor:
+    """The linear head :math:`C = (EE^\\top)^{-1}E` with :math:`CE^\\top = I_K` (Assumption 2.3).
+
+    Parameters
+    ----------
+    E : array-like
+        ``(K, d)`` embeddings with independent rows.
+
+    Returns
+    -------
+    Tensor
+        ``(K, d)``; with ``E = I`` this is ``I`` (weight tying).
+    """
+    E = check_embeddings(E)
+    return torch.linalg.solve(E @ E.T, E)
+
+
+def random_embeddings(K: int, d: int, *, seed: int) -> torch.Tensor:
+    """Gaussian embeddings ``(K, d)`` (independent rows with probability one when ``d >= K``).
+
+    Parameters
+    ----------
+    K : int
+        Vocabulary size.
+    d : int
+        Embedding dimension (``>= K``).
+    seed : int
+        Random seed.
+
+    Returns
+    -------
+    Tensor
+        ``(K, d)`` float64, scaled by ``1/sqrt(d)``; checked by :func:`check_embeddings`.
+    """
+    K = check_int("K", K, minimum=2)
+    d = check_int("d", d, minimum=1)
+    g = torch_generator(check_seed(seed))
+    E = torch.randn(K, d, generator=g, dtype=torch.float64) / d**0.5
+    return check_embeddings(E)
+
+
+def embed(E: Any, X: Any, U: Any = None) -> torch.Tensor:
+    """Embed prompts: :math:`\\mathbf X = [e_{x_1} \\dots e_{x_L}]^\\top` (+ positions ``U``).
+
+    Parameters
+    ----------
+    E : array-like
+        ``(K, d)`` token embeddings.
+    X : array-like
+        ``(..., L)`` tokens in ``[0, K)``.
+    U : array-like, optional
+        ``(L, d)`` absolute positional embeddings (App. A: :math:`x_i = u_i + e_{x_i}`).
+
+    Returns
+    -------
+    Tensor
+        ``(..., L, d)``.
+    """
+    E = as_tensor("E", E, dtype=torch.float64, ndim=2)
+    X = check_tokens("X", X, E.shape[0])
+    if X.ndim == 0:
+        raise ValueError("X must be a sequence of tokens, not a scalar")
+    out = E[X]  # (..., L, d)
+    if U is not None:
+        U = as_tensor("U", U, dtype=torch.float64, ndim=2)
+        if U.shape != (X.shape[-1], E.shape[1]):
+            raise ValueError(
+                f"U must have shape (L, d) = ({X.shape[-1]}, {E.shape[1]}); got {tuple(U.shape)}"
+            )
+        out = out + U
+    return out
+
+
+def attention_scores(
+    W: Any, E: Any, X: Any, *, variant: str = "self", U: Any = None
+) -> torch.Tensor:
+    """Softmax attention :math:`s_X = \\mathbb S(\\mathbf X W x_L)` over the keys (eq. (SA)/(CA)).
+
+    Parameters
+    ----------
+    W : array-like
+        ``(d, d)`` combined key–query weights.
+    E : array-like
+        ``(K, d)`` token embeddings.
+    X : array-like
+        ``(L,)`` or ``(B, L)`` prompts.
+    variant : str
+        ``"self"`` or ``"cross"``.
+        Keys are all ``L`` tokens (self) or the first ``L - 1`` (cross).
+    U : array-like, optional
+        ``(L, d)`` positional embeddings.
+
+    Returns
+    -------
+    Tensor
+        ``(..., L)`` (self) or ``(..., L - 1)`` (cross); sums to one.
+    """
+    variant = check_choice("variant", variant, VARIANTS)
+    E = as_tensor("E", E, dtype=torch.float64, ndim=2)
+    W = _check_W(W, E.shape[1])
+    Xe = embed(E, X, U)  # (..., L, d)
+    if variant == "cross":
+        if Xe.shape[-2] < 2:
+            raise ValueError("X must have at least 2 tokens for cross-attention")
+        keys = Xe[..., :-1, :]
+    else:
+        keys = Xe
+    query = Xe[..., -1, :]  # (..., d)
+    return torch.softmax(keys @ (W @ query[..., None]), dim=-2).squeeze(-1)
+
+
+def self_attention(W: Any, E: Any, X: Any, *, U: Any = None) -> torch.Tensor:
+    """Self-attention output :math:`f_W(X)=\\mathbf X^\\top\\mathbb S(\\mathbf XWx_L)` (eq. (SA)).
+
+    Parameters
+    ----------
+    W : array-like
+        ``(d, d)``.
+    E : array-like
+        ``(K, d)``.
+    X : array-like
+        ``(L,)`` or ``(B, L)`` prompts.
+    U : array-like, optional
+        ``(L, d)`` positional embeddings (App. A).
+
+    Returns
+    -------
+    Tensor
+        ``(d,)`` or ``(B, d)``.
+    """
+    s = attention_scores(W, E, X, variant="self", U=U)  # (..., L)
+    Xe = embed(E, X, U)
+    return (Xe * s[..., None]).sum(-2)
+
+
+def cross_attention(W: Any, E: Any, X: Any) -> torch.Tensor:
+    """Cross-attention output :math:`\\bar X^\\top \\mathbb S(\\bar X W x_L)` (Sec. 2.3, (CA)).
+
+    Keys are :math:`\\bar X = [x_1 \\dots x_{L-1}]`; the query :math:`x_L` is not a key.
+
+    Parameters
+    ----------
+    W : array-like
+        ``(d, d)``.
+    E : array-like
+        ``(K, d)``.
+    X : array-like
+        ``(L,)`` or ``(B, L)`` prompts with ``L >= 2``.
+
+    Returns
+    -------
+    Tensor
+        ``(d,)`` or ``(B, d)``.
+    """
+    s = attention_scores(W, E, X, variant="cross")  # (..., L-1)
+    keys = embed(E, X)[..., :-1, :]
+    return (keys * s[..., None]).sum(-2)
+
+
+def next_token_distribution(
+    W: Any,
+    E: Any,
+    X: Any,
+    *,
+    C: Any = None,
+    variant: str = "self",
+    U: Any = None,
+) -> torch.Tensor:
+    """The model's next-token distribution :math:`C f_W(X)` (Sec. 2.2, "sampling-from-softmax").
+
+    Parameters
+    ----------
+    W : array-like
+        ``(d, d)``.
+    E : array-like
+        ``(K, d)`` embeddings satisfying Assumption 2.3.
+    X : array-like
+        ``(L,)`` or ``(B, L)`` prompts.
+    C : array-like, optional
+        ``(K, d)`` head with ``C Eᵀ = I`` (default :func:`tied_classifier`); with
+        positional embeddings it must also satisfy ``C Uᵀ = 0`` (Assumption A.1).
+    variant : str
+        ``"self"`` or ``"cross"``.
+        Attention variant.
+    U : array-like, optional
+        ``(L, d)`` positional embeddings (self-attention only).
+
+    Returns
+    -------
+    Tensor
+        ``(K,)`` or ``(B, K)`` probabilities.
+
+    Raises
+    ------
+    ValueError
+        If ``E`` violates Assumption 2.3, ``C Eᵀ != I``, or ``C Uᵀ != 0``.
+    """
+    variant = check_choice("variant", variant, VARIANTS)
+    E = check_embeddings(E)
+    C = tied_classifier(E) if C is None else as_tensor("C", C, dtype=torch.float64, ndim=2)
+    if C.shape != E.shape:
+        raise ValueError(f"C must have shape {tuple(E.shape)} like E; got {tuple(C.shape)}")
+    K = E.shape[0]
+    err = (C @ E.T - torch.eye(K, dtype=torch.float64)).abs().max()
+    if float(err) > 1e-8:
+        raise ValueError(f"C must satisfy C E^T = I (Assumption 2.3); max deviation {err:.3g}")
+    if U is not None:
+        if variant != "self":
+            raise ValueError("positional embeddings U are supported for self-attention only")
+        U = as_tensor("U", U, dtype=torch.float64, ndim=2)
+        dev = (C @ U.T).abs().max()
+        if float(dev) > 1e-8:
+            raise ValueError(f"C must satisfy C U^T = 0 (Assumption A.1); max deviation {dev:.3g}")
+        f = self_attention(W, E, X, U=U)
+    else:
+        f = self_attention(W, E, X) if variant == "self" else cross_attention(W, E, X)
+    return f @ C.T
+
+
+def logits_from_weights(W: Any, E: Any) -> torch.Tensor:
+    """Logits :math:`\\Theta[i, j] = e_j^\\top W e_i` of the base chain (eq. (4), book rows).
+
+    Parameters
+    ----------
+    W : array-like
+        ``(..., d, d)``.
+    E : array-like
+        ``(K, d)``.
+
+    Returns
+    -------
+    Tensor
+        ``(..., K, K)``; ``P^W = softmax(Θ, dim=-1)``.
+    """
+    E = as_tensor("E", E, dtype=torch.float64, ndim=2)
+    W = _check_W(W, E.shape[1], batched=True)
+    return (E @ W @ E.T).transpose(-1, -2)
+
+
+def transition_from_weights(W: Any, E: Any) -> torch.Tensor:
+    """The base chain :math:`P^W` of the attention weights, Ildiz et al. 2024, eq. (4).
+
+    The paper writes :math:`P^W = [\\pi_1 \\dots \\pi_K]` with columns
+    :math:`\\pi_i = \\mathbb S(E W e_i)`; the book stores the same vectors as rows:
+    ``P[i, j] = softmax_j(e_jᵀ W e_i)``.
+
+    Parameters
+    ----------
+    W : array-like
+        ``(..., d, d)``.
+    E : array-like
+        ``(K, d)``.
+
+    Returns
+    -------
+    Tensor
+        ``(..., K, K)`` row-stochastic with positive entries.
+    """
+    return torch.softmax(logits_from_weights(W, E), dim=-1)
+
+
+def subspace_projectors(E: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Projectors ``(Π_D, Π_R)`` with :math:`\\Pi_{\\mathcal S_E}(W) = \\Pi_D W \\Pi_R` (Def. 2.4).
+
+    :math:`\\mathcal S_E = \\operatorname{span}\\{(e_i-e_j)e_k^\\top\\}` is the tensor product
+    of ``D = span{e_i - e_j}`` (dimension ``K - 1``) and ``R = span{e_k}`` (dimension
+    ``K``), so the orthogonal (Frobenius) projection acts on each side separately.
+
+    Parameters
+    ----------
+    E : array-like
+        ``(K, d)`` embeddings with independent rows.
+
+    Returns
+    -------
+    tuple of Tensor
+        ``Π_D`` and ``Π_R``, both ``(d, d)`` symmetric idempotent.
+    """
+    E = check_embeddings(E)
+    Dm = E[1:] - E[0]  # (K-1, d) basis of D
+    Pi_D = Dm.T @ torch.linalg.solve(Dm @ Dm.T, Dm)
+    Pi_R = E.T @ torch.linalg.solve(E @ E.T, E)
+    return Pi_D, Pi_R
+
+
+def project_onto_subspace(W: Any, E: Any) -> torch.Tensor:
+    """Orthogonal projection of ``W`` onto :math:`\\mathcal S_E` (Def. 2.4; Lemma 2.5).
+
+    Lemma 2.5: the model output is unchanged, :math:`f_W = f_{\\Pi_{\\mathcal S_E}(W)}`.
+
+    Parameters
+    ----------
+    W : array-like
+        ``(..., d, d)``.
+    E : array-like
+        ``(K, d)`` embeddings with independent rows.
+
+    Returns
+    -------
+    Tensor
+        ``(..., d, d)``.
+    """
+    Pi_D, Pi_R = subspace_projectors(E)
+    W = _check_W(W, Pi_D.shape[0], batched=True)
+    return Pi_D @ W @ Pi_R
+
+
+def subspace_basis(E: Any) -> torch.Tensor:
+    """An orthonormal basis of :math:`\\mathcal S_E` (Def. 2.4), ``(K(K-1), d, d)``.
+
+    Parameters
+    ----------
+    E : array-like
+        ``(K, d)`` embeddings with independent rows.
+
+    Returns
+    -------
+    Tensor
+        ``(K(K-1), d, d)``: Frobenius-orthonormal matrices spanning :math:`\\mathcal S_E`.
+    """
+    E = check_embeddings(E)
+    K = E.shape[0]
+    Pi_D, Pi_R = subspace_projectors(E)
+    # eigenvectors of the projectors with eigenvalue 1 span D and R
+    _, vd = torch.linalg.eigh(Pi_D)
+    _, vr = torch.linalg.eigh(Pi_R)
+    D = vd[:, -(K - 1) :]  # (d, K-1)
+    R = vr[:, -K:]  # (d, K)
+    return torch.einsum("ia,jb->abij", D, R).reshape(-1, D.shape[0], R.shape[0])
+
+
+def weights_from_logits(Theta: Any, E: Any) -> torch.Tensor:
+    """The unique ``W`` in :math:`\\mathcal S_E` whose logits are ``Θ`` up to row shifts.
+
+    Solves ``e_jᵀ W e_i = Θ[i, j] + c_i`` (proof of Thm. 2.6, eq. (15)–(16)): with
+    :math:`E^+ = E^\\top(EE^\\top)^{-1}`, :math:`W_0 = E^+ \\Theta^\\top (E^+)^\\top` solves it
+    with ``c = 0`` and its projection onto :math:`\\mathcal S_E` has the same softmax rows
+    (Lemma 2.5).
+
+    Parameters
+    ----------
+    Theta : array-like
+        ``(..., K, K)`` finite logits (book rows).
+    E : array-like
+        ``(K, d)`` embeddings with independent rows.
+
+    Returns
+    -------
+    Tensor
+        ``(..., d, d)`` in :math:`\\mathcal S_E`.
+    """
+    E = check_embeddings(E)
+    K = E.shape[0]
+    Theta = as_tensor("Theta", Theta, dtype=torch.float64)
+    if Theta.ndim < 2 or Theta.shape[-2:] != (K, K):
+        raise ValueError(f"Theta must have shape (..., {K}, {K}); got {tuple(Theta.shape)}")
+    E_pinv = torch.linalg.solve(E @ E.T, E).T  # (d, K), E @ E_pinv = I
+    W0 = E_pinv @ Theta.transpose(-1, -2) @ E_pinv.T
+    return project_onto_subspace(W0, E)
+
+
+def weights_from_transition(P: Any, E: Any) -> torch.Tensor:
+    """The inverse map :math:`P \\mapsto W \\in \\mathcal S_E`, Ildiz et al. 2024, Thm. 2.6.
+
+    For every transition matrix with **positive** entries there is exactly one
+    ``W`` in :math:`\\mathcal S_E` with :math:`P^W = P`; it works for any ``E`` with
+    independent rows, not only ``E = I``.
+
+    Parameters
+    ----------
+    P : array-like
+        ``(K, K)`` (or ``(..., K, K)``) row-stochastic with positive entries.
+    E : array-like
+        ``(K, d)`` embeddings satisfying Assumption 2.3.
+
+    Returns
+    -------
+    Tensor
+        ``(..., d, d)`` in :math:`\\mathcal S_E`.
+
+    Raises
+    ------
+    ValueError
+        If ``P`` has a zero entry (``log 0``: no finite ``W`` exists) or is not a
+        transition matrix, or ``E`` violates Assumption 2.3.
+    """
+    P = check_transition(P, positive=True, batched=True)
+    E = check_embeddings(E)
+    if P.shape[-1] != E.shape[0]:
+        raise ValueError(f"P must be K x K with K={E.shape[0]} rows of E; got {tuple(P.shape)}")
+    return weights_from_logits(torch.log(P), E)
+
+
+def positional_embeddings(K: int, L: int, d: int, *, seed: int) -> tuple[torch.Tensor, ...]:
+    """Embeddings ``(E, U, C)`` satisfying Assumptions 2.3 and A.1 (Ildiz et al. 2024, App. A).
+
+    ``E`` (``(K, d)``) and ``U`` (``(L, d)``) are Gaussian with ``[E; U]`` of full row
+    rank (needs ``d >= K + L``), and ``C`` solves ``C [Eᵀ Uᵀ] = [I 0]`` with minimal norm.
+
+    Parameters
+    ----------
+    K : int
+        Vocabulary size.
+    L : int
+        Prompt length (number of positions).
+    d : int
+        Embedding dimension, ``>= K + L``.
+    seed : int
+        Random seed.
+
+    Returns
+    -------
+    tuple of Tensor
+        ``E`` ``(K, d)``, ``U`` ``(L, d)``, ``C`` ``(K, d)``.
+    """
+    K = check_int("K", K, minimum=2)
+    L = check_int("L", L, minimum=1)
+    d = check_int("d", d, minimum=1)
+    if d < K + L:
+        raise ValueError(
+            f"d must be >= K + L = {K + L} so that C E^T = I and C U^T = 0 can hold; got {d}"
+        )
+    g = torch_generator(check_seed(seed))
+    EU = torch.randn(K + L, d, generator=g, dtype=torch.float64) / d**0.5
+    E, U = EU[:K], EU[K:]
+    check_embeddings(EU, name="[E; U]")
+    target = torch.cat([torch.eye(K), torch.zeros(K, L)], dim=1).double()  # (K, K+L)
+    C = target @ torch.linalg.solve(EU @ EU.T, EU)  # (K, d)
+    return E, U, C
+
+
+def positional_factors(W: Any, E: Any, U: Any) -> tuple[torch.Tensor, ...]:
+    """The factors ``(a, b, V)`` of the positional CCMC, Ildiz et al. 2024, App. A.
+
+    :math:`a = \\exp(UWu_L)` (``(L,)``), :math:`b = \\exp(EWu_L)` (``(K,)``),
+    :math:`V = \\exp(UWE^\\top)` (``(L, K)``); pass them with :math:`P^W` to
+    :func:`ccmc_lite.ccmc.positional_ccmc_distribution` (eq. (10)).
+
+    Parameters
+    ----------
+    W : array-like
+        ``(d, d)``.
+    E : array-like
+        ``(K, d)``.
+    U : array-like
+        ``(L, d)``.
+
+    Returns
+    -------
+    tuple of Tensor
+        ``a``, ``b``, ``V``.
+    """
+    E = as_tensor("E", E, dtype=torch.float64, ndim=2)
+    W = _check_W(W, E.shape[1])
+    U = as_tensor("U", U, dtype=torch.float64, ndim=2)
+    if U.shape[1] != E.shape[1]:
+        raise ValueError(f"U must have d={E.shape[1]} columns like E; got {tuple(U.shape)}")
+    uL = U[-1]
+    return torch.exp(U @ W @ uL), torch.exp(E @ W @ uL), torch.exp(U @ W @ E.T)

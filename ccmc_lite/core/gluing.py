@@ -1,0 +1,76 @@
+"""Numbers and figures from code into the book's prose, with or without the book build.
+
+The book quotes computed values in its text with myst-nb's *glue* mechanism: a code cell records a
+value under a name, and the prose pastes it (``{glue:text}`name:.3f```). The chapters call
+:func:`~ccmc_lite.core.glue` from this module instead of ``myst_nb.glue`` so that a chapter runs
+anywhere the package is installed — Colab, Binder, a downloaded ``.ipynb``, a student notebook —
+without myst-nb, which is a book-build dependency only.
+
+* **Inside the book build** (the environment variable ``CCMC_BOOK_BUILD`` is ``1``; the book's
+  Sphinx extension and the chapter tests set it), :func:`~ccmc_lite.core.glue` writes exactly the
+  output that ``myst_nb.glue`` writes, so the build pastes the value into the prose.
+* **Anywhere else** it shows what a reader needs: the value when ``display=True``, and a figure even
+  when ``display=False`` (in the book the figure appears where the prose pastes it; in a notebook it
+  appears under its cell). Numbers glued with ``display=False`` are quoted by the prose only, so the
+  notebook stays quiet.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["BOOK_BUILD_ENV", "glue", "in_book_build"]
+
+#: Set to ``1`` while the book is built (by the book's Sphinx extension and the tests).
+BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"
+_GLUE_PREFIX = "application/papermill.record/"  # myst_nb.ext.glue.GLUE_PREFIX
+
+
+def in_book_build() -> bool:
+    """True while the book is being built (``$CCMC_BOOK_BUILD`` is ``1``)."""
+    return os.environ.get(BOOK_BUILD_ENV, "").strip() == "1"
+
+
+def _is_figure(value: Any) -> bool:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:  # pragma: no cover - matplotlib is a runtime dependency
+        return False
+    return isinstance(value, Figure)
+
+
+def glue(name: str, value: Any, display: bool = True) -> None:
+    """Record ``value`` under ``name`` for the book's prose; show it where that helps.
+
+    Parameters
+    ----------
+    name : str
+        The glue key the prose refers to, e.g. ``"p2c3-steps-per-s"``.
+    value : object
+        A number, a string, a figure or anything IPython can display.
+    display : bool
+        Also show the value under the cell (as ``myst_nb.glue``).
+
+    Raises
+    ------
+    TypeError
+        If ``name`` is not a string.
+    ValueError
+        If ``name`` is empty or contains white space.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string; got {type(name).__name__}")
+    if not name or any(c.isspace() for c in name):
+        raise ValueError(f"name must be a non-empty string without spaces; got {name!r}")
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as ipy_display
+
+    if not in_book_build():
+        if display or _is_figure(value):
+            ipy_display(value)
+        return
+    mimebundle, metadata = format_display_data(value)
+    prefix = "" if display else _GLUE_PREFIX
+    metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
+    ipy_display({prefix + k: v for k, v in mimebundle.items()}, raw=True, metadata=metadata)

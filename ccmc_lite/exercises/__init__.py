@@ -1,1 +1,0 @@
-"""Exercise checkers for the book, one module per part (built on :mod:`ccmc_lite.checking`)."""

@@ -1,0 +1,240 @@
+"""Checkers for the exercises of the closing chapter ("One lens on three papers").
+
+The closing chapter reads all three papers as next-token prediction through a coarse
+statistic ``s(c)`` of the context (:mod:`ccmc_lite.lens`). Each exercise is checked by one
+function here. A checker takes the learner's function, runs it on inputs it generates from
+a fixed seed (random joint laws and chains plus edge cases: a single context, zero
+probabilities, a statistic value that never occurs, the full context, ``n = 1``, a
+periodic chain), compares every answer with the **package's reference implementation**,
+prints one ✅/❌ line naming the failing input, the expected and the returned value, and
+returns a :class:`ccmc_lite.core.CheckResult`. A stub that raises
+``NotImplementedError`` is reported as "not implemented yet" instead of raising; passing
+something that is not a function raises ``TypeError``.
+
+========================================  =======================================================
+checker                                   reference
+========================================  =======================================================
+:func:`check_coarse_predictor`            :func:`ccmc_lite.lens.coarse_predictor` (Varre et al.
+                                          2025, Prop. 3.2; Makkuva et al. 2024, eq. (11))
+:func:`check_coarse_gap`                  :func:`ccmc_lite.lens.coarse_gap` (Makkuva et al.
+                                          2024, Remark 2)
+:func:`check_ngram_levels`                :func:`ccmc_lite.lens.ngram_levels` (Varre et al.
+                                          2025, App. H, Lemma H.6)
+========================================  =======================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core.chains import stationary_distribution
+from ..core.checking import CheckResult, check_function, require_callable
+from ..core.seeding import derive_seed, numpy_rng
+from ..core.validation import check_seed
+from ..markov.kernels import binary_kernel
+from ..ngram.data import NGramTask, sample_transitions
+from .coarse import coarse_gap, coarse_predictor, ngram_levels
+
+__all__ = ["check_coarse_gap", "check_coarse_predictor", "check_ngram_levels"]
+
+Case = tuple[Any, ...]
+
+
+def _long(values: list[int]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.long)
+
+
+def _binary_chain_joint(p: float, q: float) -> torch.Tensor:
+    """Law of ``(x_n, x_{n+1})`` for the stationary binary chain ``P(p, q)`` (Part II)."""
+    P = binary_kernel(p, q)
+    return stationary_distribution(P)[:, None] * P
+
+
+def _joint_cases(seed: int) -> list[Case]:
+    """``(joint, groups)`` pairs: the Part II example, edge cases, then random laws."""
+    chain = _binary_chain_joint(0.5, 0.8)
+    cases: list[Case] = [
+        (chain, _long([0, 0])),  # the unigram point: the statistic forgets x_n
+        (chain, _long([0, 1])),  # the full context: nothing is lost
+        (torch.tensor([[0.25, 0.75]], dtype=torch.float64), _long([0])),  # a single context
+        (  # deterministic next tokens (zero probabilities, 0 log 0 = 0)
+            torch.tensor([[0.5, 0.0, 0.0], [0.0, 0.3, 0.0], [0.0, 0.0, 0.2]], dtype=torch.float64),
+            _long([0, 0, 1]),
+        ),
+        (  # a context of probability zero, alone in its group: any prediction is stationary
+            torch.tensor([[0.4, 0.1], [0.0, 0.0], [0.2, 0.3]], dtype=torch.float64),
+            _long([0, 1, 0]),
+        ),
+        (  # statistic ids with a gap: value 1 never occurs
+            torch.tensor([[0.1, 0.2], [0.3, 0.1], [0.2, 0.1]], dtype=torch.float64),
+            _long([0, 2, 2]),
+        ),
+    ]
+    rng = numpy_rng(seed)
+    for j, (N, S, G) in enumerate(((4, 2, 2), (6, 3, 3), (8, 4, 2), (5, 5, 5))):
+        sub = numpy_rng(derive_seed(seed, j))
+        J = sub.dirichlet(np.full(N * S, 0.7)).reshape(N, S)
+        groups = rng.integers(0, G, size=N)
+        cases.append((torch.tensor(J, dtype=torch.float64), torch.tensor(groups)))
+    return cases
+
+
+def check_coarse_predictor(
+    my_coarse_predictor: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "The best model that sees only s(c)" (closing chapter).
+
+    ``my_coarse_predictor(joint, groups)`` takes a joint law ``joint`` of (context, next
+    token), a float64 tensor of shape ``(N, S)`` that sums to one, and the statistic
+    ``groups`` (a ``torch.long`` tensor of shape ``(N,)``, ``groups[c] = s(c)``), and
+    returns the ``(N, S)`` matrix whose row ``c`` is ``P(y | s(c))``: the prediction at
+    which a model whose logits depend on ``c`` only through ``s(c)`` is stationary
+    (Varre et al. 2025, Prop. 3.2; the unigram point ``θ_π`` of Makkuva et al. 2024,
+    eq. (11)). A statistic value of probability zero gets the uniform law. Reference:
+    :func:`ccmc_lite.lens.coarse_predictor`.
+
+    Parameters
+    ----------
+    my_coarse_predictor : callable
+        The learner's function.
+    seed : int
+        Seed of the random joint laws (the edge cases are fixed).
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+
+    Raises
+    ------
+    TypeError
+        If ``my_coarse_predictor`` is not callable.
+    """
+    require_callable("my_coarse_predictor", my_coarse_predictor)
+    seed = check_seed(seed)
+    return check_function(
+        my_coarse_predictor,
+        coarse_predictor,
+        _joint_cases(seed),
+        name="best coarse predictor P(y | s(c))",
+        quiet=quiet,
+    )
+
+
+def check_coarse_gap(
+    my_coarse_gap: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "The price of a coarse statistic" (closing chapter).
+
+    ``my_coarse_gap(joint, groups)`` takes the same inputs as in
+    :func:`check_coarse_predictor` and returns a number: the conditional mutual
+    information ``I(y; c | s) = H(y | s) - H(y | c)`` in nats, the excess loss of the
+    best model that sees only ``s(c)`` (for the binary chain and ``s`` constant, the
+    gap ``I(x_n; x_{n+1})`` of Makkuva et al. 2024, Remark 2). Terms with probability
+    zero contribute zero. Reference: :func:`ccmc_lite.lens.coarse_gap`.
+
+    Parameters
+    ----------
+    my_coarse_gap : callable
+        The learner's function.
+    seed : int
+        Seed of the random joint laws (the edge cases are fixed).
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+
+    Raises
+    ------
+    TypeError
+        If ``my_coarse_gap`` is not callable.
+    """
+    require_callable("my_coarse_gap", my_coarse_gap)
+    seed = check_seed(seed)
+    return check_function(
+        my_coarse_gap,
+        coarse_gap,
+        _joint_cases(seed),
+        name="coarse gap I(y; c | s)",
+        atol=1e-8,
+        quiet=quiet,
+    )
+
+
+def _cycle_chain(S: int, n: int) -> torch.Tensor:
+    """A deterministic, periodic chain: the next token is ``(last + 1) mod S``."""
+    P = torch.zeros((S,) * n, dtype=torch.float64)
+    flat = P.reshape(-1, S)
+    for code in range(S ** (n - 1)):
+        flat[code, (code % S + 1) % S] = 1.0
+    return P
+
+
+def _levels_cases(seed: int) -> list[Case]:
+    cases: list[Case] = [
+        (binary_kernel(0.5, 0.8),),  # n = 2: levels (H(pi), entropy rate)
+        (torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64),),  # n = 1: i.i.d. tokens
+        (torch.tensor([[0.7, 0.3], [0.7, 0.3]], dtype=torch.float64),),  # rows equal: flat
+        (_cycle_chain(3, 2),),  # deterministic and periodic: (log 3, 0)
+        (_cycle_chain(2, 3),),  # a trigram that only looks at the last token
+    ]
+    for j, (S, n) in enumerate(((3, 3), (2, 3), (2, 4), (5, 3), (4, 2))):
+        task = NGramTask(S=S, n=n, T=n, alpha=0.5)
+        cases.append((sample_transitions(task, (), seed=derive_seed(seed, j)).double(),))
+    return cases
+
+
+def _levels_reference(P: torch.Tensor) -> torch.Tensor:
+    return ngram_levels(P, int(P.shape[-1]), P.ndim)
+
+
+def check_ngram_levels(
+    my_ngram_levels: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "The staircase of levels" (closing chapter).
+
+    ``my_ngram_levels(P)`` takes one n-gram transition tensor ``P`` (float64, shape
+    ``(S, ..., S)`` with ``n = P.ndim`` axes, the last one the next token) and returns
+    the ``(n,)`` tensor of levels ``H(x_{t+1} | last k-1 tokens)``, ``k = 1..n``, under
+    the stationary law of the chain: the large-``T`` losses of the ``k``-gram estimators
+    (Varre et al. 2025, App. H, Lemma H.6), the heights of the plateaus of Part III.
+    Reference: :func:`ccmc_lite.lens.ngram_levels`.
+
+    Parameters
+    ----------
+    my_ngram_levels : callable
+        The learner's function.
+    seed : int
+        Seed of the random transition tensors (the edge cases are fixed).
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+
+    Raises
+    ------
+    TypeError
+        If ``my_ngram_levels`` is not callable.
+    """
+    require_callable("my_ngram_levels", my_ngram_levels)
+    seed = check_seed(seed)
+    return check_function(
+        my_ngram_levels,
+        _levels_reference,
+        _levels_cases(seed),
+        name="n-gram levels (App. H, Lemma H.6)",
+        atol=1e-8,
+        quiet=quiet,
+    )

@@ -1,0 +1,412 @@
+"""Training sweeps on Markov data: many runs, many kernels, one batched program.
+
+Makkuva et al. (2024) average every curve over several runs (Fig. 3: five runs; Fig. 4: five
+runs per ``(p, q)`` cell). Here every run ``r`` has its own kernel ``P_r`` (so a whole
+``(p, q)`` grid times seeds is one call) and all runs train together through
+:func:`ccmc_lite.core.train_runs`. Parameters are checkpointed during training and
+evaluated afterwards, also vmapped over runs, on fixed test sequences drawn from each run's
+own chain, with the low-variance loss :func:`ccmc_lite.markov.kernel_loss`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.func import functional_call, vmap
+
+from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
+from ..core.seeding import derive_seed, torch_generator
+from ..core.training import TrainConfig, TrainResult, train_runs
+from ..core.validation import check_int, check_seed
+from .kernels import check_kernel, sample_chains
+from .model import (
+    MarkovTransformer,
+    check_model_options,
+    kernel_loss,
+    next_token_loss,
+)
+
+__all__ = [
+    "MarkovRuns",
+    "attention_ratio",
+    "markov_config",
+    "plot_pq_grid",
+    "train_markov",
+    "unigram_gap",
+    "zero_position_probs",
+]
+
+
+def markov_config(
+    steps: int,
+    *,
+    lr: float = 1e-3,
+    eval_every: int = 0,
+    weight_decay: float = 1e-3,
+    progress_updates: int = 4,
+) -> TrainConfig:
+    """The optimiser of Makkuva et al. (2024, Table 2): AdamW(0.9, 0.95), cosine schedule.
+
+    Checkpoints are taken every ``eval_every`` steps (and at the first and last step) so
+    that :meth:`MarkovRuns.test_losses` can draw test-loss curves afterwards.
+    """
+    steps = check_int("steps", steps, minimum=1)
+    eval_every = check_int("eval_every", eval_every, minimum=0)
+    ckpts = {0, steps} if eval_every == 0 else {*range(0, steps + 1, eval_every), steps}
+    return TrainConfig(
+        steps=steps,
+        lr=lr,
+        optimizer="adamw",
+        betas=(0.9, 0.95),
+        weight_decay=weight_decay,
+        schedule="cosine",
+        eval_every=eval_every,
+        checkpoint_steps=tuple(sorted(ckpts)),
+        progress_updates=progress_updates,
+    )
+
+
+@dataclass
+class MarkovRuns:
+    """Runs trained by :func:`train_markov`: the trainer's result plus each run's kernel.
+
+    Attributes
+    ----------
+    result : TrainResult
+        Stacked parameters, training losses, checkpoints (leading axis: run).
+    kernels : Tensor
+        ``(R, K, K)``: the kernel each run was trained on.
+    options : dict
+        Model options (see :data:`ccmc_lite.markov.MODEL_OPTIONS`).
+    batch_size : int
+        Sequences per run per step.
+    """
+
+    result: TrainResult
+    kernels: torch.Tensor
+    options: dict[str, Any]
+    batch_size: int
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.kernels.shape[0])
+
+    @property
+    def checkpoint_steps(self) -> list[int]:
+        return sorted(self.result.checkpoints)
+
+    def params_at(self, step: int | None = None) -> dict[str, torch.Tensor]:
+        """Stacked parameters ``name -> (R, ...)`` after ``step`` updates (default: final)."""
+        if step is None:
+            return self.result.params
+        if step not in self.result.checkpoints:
+            raise ValueError(f"step must be one of {self.checkpoint_steps}; got {step}")
+        return self.result.checkpoints[step]
+
+    def module(self, run: int, step: int | None = None) -> MarkovTransformer:
+        """A standalone copy of one run's model, for inspection (no gradients)."""
+        model = self.result.module(run, step)
+        model.requires_grad_(False)
+        return model  # type: ignore[return-value]
+
+    def test_sequences(self, n_test: int, seed: int) -> torch.Tensor:
+        """``n_test`` sequences of length ``N`` per run from its own chain: ``(R, n_test, N)``."""
+        n_test = check_int("n_test", n_test, minimum=1)
+        gen = torch_generator(derive_seed(check_seed(seed), 7))
+        return sample_chains(self.kernels, n_test, self.options["N"], generator=gen)
+
+    def _vmapped(self, fn):
+        base = copy.deepcopy(self.result.template).to("meta")
+
+        def one(params, *args):
+            def call(*a, **k):
+                return functional_call(base, params, a, k)
+
+            return fn(call, *args)
+
+        return vmap(one)
+
+    def test_losses(
+        self, *, n_test: int = 64, seed: int = 0, steps: Sequence[int] | None = None
+    ) -> tuple[list[int], torch.Tensor]:
+        """Test loss (eq. (1), scored against the true kernel) at checkpoints: ``(R, S)``."""
+        steps = self.checkpoint_steps if steps is None else [int(s) for s in steps]
+        x = self.test_sequences(n_test, seed)  # (R, n_test, N)
+        fn = self._vmapped(kernel_loss)
+        out = []
+        with torch.no_grad():
+            for s in steps:
+                params = {k: v.to(torch.float32) for k, v in self.params_at(s).items()}
+                out.append(fn(params, x, self.kernels.to(torch.float32)))
+        return steps, torch.stack(out, -1).to(torch.float64)
+
+    def probabilities(
+        self, *, n_test: int = 16, seed: int = 0, step: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predicted next-token laws on test sequences: ``(x, probs)`` of shapes
+        ``(R, n_test, N)`` and ``(R, n_test, N, K)``."""
+        x = self.test_sequences(n_test, seed)
+        fn = self._vmapped(lambda call, xs: call(xs).exp())
+        with torch.no_grad():
+            probs = fn(self.params_at(step), x)
+        return x, probs.to(torch.float64)
+
+
+def train_markov(
+    kernels: Any,
+    *,
+    model_options: dict[str, Any],
+    config: TrainConfig,
+    seed: int,
+    batch_size: int,
+    label: str = "",
+    batched: bool = True,
+    progress: bool = True,
+    chunk_size: int | None = None,
+    device: torch.device | str | None = "cpu",
+) -> MarkovRuns:
+    """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
+
+    Parameters
+    ----------
+    kernels : array-like
+        ``(R, K, K)``: run ``r`` sees sequences of ``N + 1`` tokens from ``(pi_r, P_r)``,
+        started at the stationary law (Makkuva et al. 2024, Sec. 3). Repeat a kernel to get
+        several seeds of one setting.
+    model_options : dict
+        Options of :class:`~ccmc_lite.markov.MarkovTransformer`; ``K`` must
+        match the kernels.
+    config : TrainConfig
+        Optimiser settings (see :func:`markov_config` for the paper's).
+    seed : int
+        Base seed: run ``r`` is initialised with ``derive_seed(seed, r, 0)``.
+    batch_size : int
+        Sequences per run and step.
+    label : str
+        Names the experiment in progress lines and in the error raised on a non-finite loss.
+    batched : bool
+        ``False`` trains the same runs one after another (the benchmark baseline).
+    progress : bool
+        Print text progress lines.
+    chunk_size : int, optional
+        Train at most this many runs per batched program (consecutive chunks of runs; chunk
+        ``c`` uses the seed ``derive_seed(seed, c)``). Only needed where one program of all
+        runs does not fit in memory (the paper profile at ``N = 1024``); ``None``: one
+        program.
+    device : optional
+        Where to train (``"cpu"`` default; ``None`` picks CUDA when available).
+
+    Raises
+    ------
+    FloatingPointError
+        If a loss becomes NaN/inf; the message names the step, the runs and the setting.
+    """
+    P = check_kernel(kernels, "kernels")
+    if P.ndim != 3:
+        raise ValueError(f"kernels must have shape (R, K, K); got {tuple(P.shape)}")
+    opts = check_model_options(model_options)
+    if opts["K"] != P.shape[-1]:
+        raise ValueError(f"model_options K={opts['K']} does not match kernels with K={P.shape[-1]}")
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    N = opts["N"]
+    P32 = P.to(torch.float32)
+    pi = stationary_distribution(P)  # (R, K): each chain starts at its stationary law
+
+    def make_model() -> MarkovTransformer:
+        return MarkovTransformer(**opts)
+
+    def batch_fn(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        idx = runs.cpu()  # (R,) run indices into the kernels
+        return sample_chains(P[idx], batch_size, N + 1, generator=gen, init=pi[idx])
+
+    setting = f"{label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})".strip()
+    R = int(P.shape[0])
+    size = R if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
+    parts = []
+    for c, start in enumerate(range(0, R, size)):
+        stop = min(start + size, R)
+        offset = start
+
+        def chunk_batch(step: int, runs: torch.Tensor, gen: torch.Generator, offset=offset):
+            return batch_fn(step, runs + offset, gen)
+
+        parts.append(
+            train_runs(
+                make_model,
+                next_token_loss,
+                chunk_batch,
+                n_runs=stop - start,
+                config=config,
+                seed=seed if size >= R else derive_seed(seed, c),
+                batched=batched,
+                label=setting if size >= R else f"{setting} [runs {start}-{stop - 1}]",
+                progress=progress,
+                device=device,
+            )
+        )
+    result = parts[0] if len(parts) == 1 else _concatenate(parts)
+    return MarkovRuns(result=result, kernels=P32, options=opts, batch_size=batch_size)
+
+
+def _concatenate(parts: list[TrainResult]) -> TrainResult:
+    """Stack the runs of several :class:`TrainResult` objects (same config) along axis 0."""
+
+    def cat(dicts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        return {k: torch.cat([d[k] for d in dicts]) for k in dicts[0]}
+
+    return TrainResult(
+        params=cat([p.params for p in parts]),
+        buffers=cat([p.buffers for p in parts]) if parts[0].buffers else {},
+        loss=torch.cat([p.loss for p in parts]),
+        grad_norm=torch.cat([p.grad_norm for p in parts]),
+        eval_steps=parts[0].eval_steps,
+        evals=cat([p.evals for p in parts]) if parts[0].evals else {},
+        checkpoints={s: cat([p.checkpoints[s] for p in parts]) for s in parts[0].checkpoints},
+        seconds=sum(p.seconds for p in parts),
+        config=parts[0].config,
+        template=parts[0].template,
+    )
+
+
+def unigram_gap(loss: Any, kernels: Any, *, undefined: float | None = None) -> torch.Tensor:
+    """Where a loss sits between the bigram and the unigram: ``(L - H_rate) / I(x_n; x_{n+1})``.
+
+    0 means the entropy rate (global minimum, Thm. 1), 1 the unigram loss ``H(pi)``
+    (Thm. 2). ``loss`` has shape ``(R, ...)`` and ``kernels`` ``(R, K, K)``.
+
+    Parameters
+    ----------
+    loss : array-like
+        Losses, leading axis = run.
+    kernels : array-like
+        ``(R, K, K)``.
+    undefined : float, optional
+        Value returned for runs whose chain has ``I(x_n; x_{n+1}) = 0`` (``x_n`` and
+        ``x_{n+1}`` independent, e.g. ``p + q = 1``), where the gap is 0/0. By default
+        such runs raise ``ValueError``.
+    """
+    P = check_kernel(kernels, "kernels")
+    L = torch.as_tensor(loss, dtype=torch.float64)
+    rate = entropy_rate(P)
+    gap = unigram_entropy(P) - rate  # mutual information, (R,)
+    flat = gap <= 1e-12
+    if bool(flat.any()) and undefined is None:
+        raise ValueError(
+            "unigram_gap is undefined where x_n and x_{n+1} are independent "
+            f"(runs {flat.nonzero().flatten().tolist()[:10]}); pass undefined=<value>"
+        )
+    shape = (-1, *([1] * (L.ndim - 1)))
+    out = (L - rate.reshape(shape)) / gap.clamp_min(1e-12).reshape(shape)
+    if bool(flat.any()):
+        out = torch.where(flat.reshape(shape), torch.full_like(out, float(undefined)), out)
+    return out
+
+
+def zero_position_probs(x: Any, probs: Any, *, count: int, token: int = 0) -> torch.Tensor:
+    """Predicted ``P(x_{n+1} = 1 | x_1^n)`` at the first ``count`` positions with ``x_n = token``.
+
+    This is what Fig. 3(c, d) of Makkuva et al. (2024) plots (``token = 0``). ``x`` is
+    ``(R, S, N)`` and ``probs`` ``(R, S, N, K)``; positions are taken in reading order over
+    the ``S`` test sequences. Returns ``(R, count)``.
+    """
+    x = torch.as_tensor(x)
+    probs = torch.as_tensor(probs)
+    count = check_int("count", count, minimum=1)
+    R = x.shape[0]
+    flat_x = x.reshape(R, -1)
+    flat_p = probs[..., 1].reshape(R, -1)
+    out = torch.empty(R, count, dtype=torch.float64)
+    for r in range(R):  # bookkeeping over runs only; no training here
+        hits = (flat_x[r] == token).nonzero().flatten()
+        if hits.numel() < count:
+            raise ValueError(
+                f"run {r} has only {hits.numel()} positions with x_n={token}; "
+                f"use more test sequences or a smaller count (got count={count})"
+            )
+        out[r] = flat_p[r, hits[:count]].to(torch.float64)
+    return out
+
+
+def attention_ratio(model: MarkovTransformer, x: Any) -> float:
+    """Mean ``||W_O sum_i att_{n,i} W_V x_i|| / ||y_n||`` of the first block (paper: ≈ 0.01).
+
+    Makkuva et al. (2024, Sec. 3.1) use this ratio to argue that the trained single-layer
+    model ignores the past and implements the kernel through the skip connection.
+    """
+    if not isinstance(model, MarkovTransformer):
+        raise TypeError(f"model must be a MarkovTransformer; got {type(model).__name__}")
+    tokens = torch.as_tensor(x)
+    with torch.no_grad():
+        parts = model(tokens, output="parts")
+        num = parts["attention"][0].norm(dim=-1)
+        den = parts["y"][0].norm(dim=-1).clamp_min(1e-12)
+    return float((num / den).mean())
+
+
+def plot_pq_grid(
+    ax: Any,
+    values: Any,
+    grid: Sequence[float],
+    *,
+    title: str = "",
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    mask: Any = None,
+    fmt: str = "{:.2f}",
+    colorbar_label: str | None = None,
+) -> Any:
+    """Heat map of ``values[i, j]`` at ``(p, q) = (grid[i], grid[j])`` (Fig. 4 layout).
+
+    ``p`` runs along the x-axis and ``q`` up the y-axis; each cell is annotated; the line
+    ``p + q = 1`` is dashed; cells where ``mask`` is true are greyed out and marked "–".
+    The grid must be evenly spaced.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    V = np.asarray(torch.as_tensor(values, dtype=torch.float64))
+    g = np.asarray(grid, dtype=float)
+    G = len(g)
+    if V.shape != (G, G):
+        raise ValueError(f"values must have shape ({G}, {G}) to match grid; got {V.shape}")
+    step = np.diff(g)
+    if G < 2 or not np.allclose(step, step[0]):
+        raise ValueError("grid must hold at least two evenly spaced values")
+    M = np.zeros_like(V, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+    shown = np.ma.masked_array(V, mask=M)
+    im = ax.imshow(shown.T, origin="lower", cmap=cmap, vmin=vmin, vmax=vmax, aspect="equal")
+    ax.set_facecolor("0.85")
+    labels = [f"{v:g}" for v in g]
+    ax.set_xticks(range(G), labels)
+    ax.set_yticks(range(G), labels)
+    ax.set(xlabel="$p$", ylabel="$q$", title=title)
+    ax.grid(False)
+    c = (1.0 - 2.0 * g[0]) / step[0]  # p + q = 1  <=>  i + j = c
+    ax.plot([-0.5, G - 0.5], [c + 0.5, c - G + 0.5], "w--", lw=1.5)
+    ax.set_xlim(-0.5, G - 0.5)
+    ax.set_ylim(-0.5, G - 0.5)
+    for i in range(G):
+        for j in range(G):
+            if M[i, j]:
+                ax.text(i, j, "–", ha="center", va="center", fontsize=7, color="black")
+                continue
+            r, gr, b, _ = im.cmap(im.norm(V[i, j]))
+            light = 0.299 * r + 0.587 * gr + 0.114 * b > 0.5  # text colour by cell luminance
+            ax.text(
+                i,
+                j,
+                fmt.format(V[i, j]),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="black" if light else "white",
+            )
+    cb = plt.colorbar(im, ax=ax, shrink=0.8)
+    if colorbar_label:
+        cb.set_label(colorbar_label)
+    return im

@@ -1,0 +1,731 @@
+"""Checkers for the exercises of Part III (Varre, Yüce & Flammarion 2025).
+
+Every chapter of Part III ends with exercises; each is checked by one function here. A
+checker takes the learner's function (or value), runs it on inputs it generates itself
+from a fixed seed (random draws plus edge cases: a prompt of length 1, ``T = n``, a chain
+with zero transitions, ``S = 2`` and ``S > 2``, ...), compares every answer with the
+**package's reference implementation**, prints one ✅/❌ line naming the failing input, the
+expected and the returned value, and returns a :class:`ccmc_lite.core.CheckResult`.
+A stub that raises ``NotImplementedError`` (or a value left at ``None``) is reported as
+"not implemented yet" instead of raising.
+
+========================================  ===========  =====================================
+checker                                   chapter      reference
+========================================  ===========  =====================================
+:func:`check_kgram_estimator`             1            Def. 2.1, add-β smoothing
+:func:`check_lifted_transition_matrix`    1            App. H, Def. H.2
+:func:`check_suffix_law`                  2            Prop. 3.2 (suffix-conditional law)
+:func:`check_suffix_gradient`             2            Lemma 3.1 (residual times score)
+:func:`check_offset_attention`            3            Sec. 5, Figs. 3b and 5
+:func:`check_detect_plateaus`             3            Sec. 5, Fig. 6
+:func:`check_attention_only_forward`      4            App. I.1
+:func:`check_entropy_floor`               4            Sec. 5, ψ(Sα+1) − ψ(α+1)
+:func:`check_subset_estimator`            5            App. F.2 (non-contiguous histories)
+:func:`check_construction_limit`          5            Lemma B.1, eqs. (8a)–(8c), App. F.2
+========================================  ===========  =====================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..core.checking import CheckResult, check_function, check_value, require_callable
+from ..core.seeding import derive_seed, numpy_rng, torch_generator
+from ..core.validation import check_float, check_int, check_seed
+from .data import (
+    NGramTask,
+    dirichlet_mean_entropy,
+    lifted_transition_matrix,
+    sample_batch,
+    sample_transitions,
+)
+from .estimators import kgram_estimator, subset_estimator
+from .landscape import SuffixModel, exact_population_gradient, sequence_law, suffix_law
+from .models import AttentionOnlyTransformer, construction_limit, theta_star
+from .plateaus import detect_plateaus, offset_attention
+
+__all__ = [
+    "check_attention_only_forward",
+    "check_construction_limit",
+    "check_detect_plateaus",
+    "check_entropy_floor",
+    "check_kgram_estimator",
+    "check_lifted_transition_matrix",
+    "check_offset_attention",
+    "check_subset_estimator",
+    "check_suffix_gradient",
+    "check_suffix_law",
+]
+
+Case = tuple[Any, ...]
+
+
+def _tokens(values: Sequence[int]) -> torch.Tensor:
+    return torch.tensor(list(values), dtype=torch.long)
+
+
+def _ngram_tokens(S: int, T: int, seed: int) -> torch.Tensor:
+    """One in-context trigram sequence (Dirichlet(0.5) rows): histories recur, so matches occur."""
+    return sample_batch(NGramTask(S=S, n=3, T=max(T, 3), alpha=0.5), 1, seed=seed).tokens[0, :T]
+
+
+# ------------------------------------------------------------------ Chapter 1
+
+
+def _kgram_cases(seed: int) -> list[Case]:
+    hand = _tokens([0, 1, 0, 2, 0, 1, 0])  # the chapter's hand-checked example
+    cases: list[Case] = [
+        (hand, 3, 2, 0.0),
+        (hand, 3, 1, 0.0),
+        (hand, 3, 3, 0.0),
+        (hand, 3, 2, 1.0),
+        (_tokens([2]), 3, 1, 0.0),  # a prompt of length 1: the unigram counts x_1
+        (_tokens([2]), 3, 2, 0.0),  # ... and no bigram match at all: uniform
+        (_tokens([1, 0]), 2, 3, 0.5),  # k > T: only the smoothing is left
+        (_tokens([0, 1, 2]), 3, 2, 0.0),  # the last token never occurred before: 0/0
+        (_tokens([1, 1, 1, 1]), 2, 2, 0.0),  # a constant sequence
+    ]
+    gen = torch_generator(seed)
+    for j, (S, T) in enumerate(((2, 12), (5, 32), (4, 20))):
+        x = _ngram_tokens(S, T, derive_seed(seed, j))
+        k = 1 + j % 3
+        cases.append((x, S, k + 1, 0.0))
+        cases.append((x, S, k, 0.5))
+    cases.append((torch.randint(0, 5, (16,), generator=gen), 5, 2, 0.25))
+    return cases
+
+
+def _kgram_reference(x: torch.Tensor, S: int, k: int, beta: float) -> torch.Tensor:
+    return kgram_estimator(x.unsqueeze(0), S, k, smoothing=beta)[0]
+
+
+def check_kgram_estimator(
+    my_kgram_estimator: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Implement the k-gram estimator" (Part III, Chapter 1).
+
+    The learner's ``my_kgram_estimator(x, S, k, beta)`` takes one sequence ``x`` (a 1-D
+    ``torch.long`` tensor of tokens in ``[0, S)``), the vocabulary size ``S``, the order
+    ``k >= 1`` and the smoothing ``beta >= 0``, and returns the ``(S,)`` law of
+    ``x_{T+1}``: the add-β smoothed k-gram estimator of Varre et al. 2025, Def. 2.1,
+    ``(count + β) / (total + Sβ)``, and the uniform law when ``β = 0`` and the history was
+    never seen. Reference: :func:`ccmc_lite.ngram.kgram_estimator`.
+
+    Parameters
+    ----------
+    my_kgram_estimator : callable
+        The learner's function.
+    seed : int
+        Seed of the random test sequences (edge cases are fixed).
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_kgram_estimator", my_kgram_estimator)
+    seed = check_seed(seed)
+    return check_function(
+        my_kgram_estimator,
+        _kgram_reference,
+        _kgram_cases(seed),
+        name="k-gram estimator (Def. 2.1)",
+        quiet=quiet,
+    )
+
+
+def _deterministic_chain(S: int, n: int) -> torch.Tensor:
+    """``P`` with one-hot rows: the next token is ``(h_last + 1) mod S`` (many zero entries)."""
+    P = torch.zeros((S,) * n, dtype=torch.float64)
+    for code in range(S ** (n - 1)):
+        last = code % S
+        P.reshape(-1, S)[code, (last + 1) % S] = 1.0
+    return P
+
+
+def _lifted_cases(seed: int) -> list[Case]:
+    cases: list[Case] = [
+        (torch.tensor([[0.7, 0.3], [0.4, 0.6]], dtype=torch.float64),),  # n = 2: M = P
+        (torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64),),  # n = 1: a single state
+        (_deterministic_chain(2, 3),),  # zero transitions
+    ]
+    for j, (S, n) in enumerate(((2, 3), (3, 3), (2, 4), (3, 2))):
+        task = NGramTask(S=S, n=n, T=n, alpha=0.5)
+        cases.append((sample_transitions(task, (), seed=derive_seed(seed, j)),))
+    return cases
+
+
+def _lifted_reference(P: torch.Tensor) -> torch.Tensor:
+    S, n = int(P.shape[-1]), P.ndim
+    return lifted_transition_matrix(P.unsqueeze(0), S, n)[0]
+
+
+def check_lifted_transition_matrix(
+    my_lifted_matrix: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Build the lifted chain" (Part III, Chapter 1).
+
+    ``my_lifted_matrix(P)`` takes one n-gram transition tensor ``P`` of shape
+    ``(S, ..., S)`` (``n = P.ndim`` axes, the last one the next token) and returns the
+    ``(S^(n-1), S^(n-1))`` transition matrix of the order-1 chain on histories of
+    Varre et al. 2025, App. H, Def. H.2: ``M[h, h'] = P[h, j]`` when
+    ``h' = (h_2, ..., h_{n-1}, j)``, histories coded row-major (oldest token most
+    significant); ``n = 1`` gives ``[[1.0]]``. Reference:
+    :func:`ccmc_lite.ngram.lifted_transition_matrix`.
+
+    Parameters
+    ----------
+    my_lifted_matrix : callable
+        The learner's function.
+    seed : int
+        Seed of the random transition tensors.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_lifted_matrix", my_lifted_matrix)
+    seed = check_seed(seed)
+    return check_function(
+        my_lifted_matrix,
+        _lifted_reference,
+        _lifted_cases(seed),
+        name="lifted chain (App. H, Def. H.2)",
+        quiet=quiet,
+    )
+
+
+# ------------------------------------------------------------------ Chapter 2
+
+
+def _enumerated_laws(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]]:
+    """Exact laws ``(tokens, prob, nxt)`` of small chains, with the vocabulary size."""
+    binary = torch.tensor([[0.7, 0.3], [0.4, 0.6]], dtype=torch.float64)
+    stuck = torch.tensor([[1.0, 0.0], [1.0, 0.0]], dtype=torch.float64)  # never leaves 0
+    laws = [
+        (*sequence_law(binary, 3), 2),
+        (*sequence_law(stuck, 3), 2),  # the suffix "1" has probability 0 at T = 3
+        (*sequence_law(binary, 4, start="stationary"), 2),
+    ]
+    for j, (S, n, T) in enumerate(((3, 3, 3), (2, 3, 5), (3, 2, 4))):  # (3, 3, 3): T = n
+        P = sample_transitions(NGramTask(S=S, n=n, T=T, alpha=0.5), (), seed=derive_seed(seed, j))
+        laws.append((*sequence_law(P, T), S))
+    return laws
+
+
+def _suffix_law_cases(seed: int) -> list[Case]:
+    cases: list[Case] = []
+    for tokens, prob, nxt, S in _enumerated_laws(seed):
+        for L in (0, 1, 2):
+            cases.append((tokens, prob, nxt, S, L))
+    cases.insert(0, cases.pop(1))  # start with a readable one: binary chain, L = 1
+    return cases
+
+
+def check_suffix_law(
+    my_suffix_law: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "The suffix-conditional law" (Part III, Chapter 2).
+
+    ``my_suffix_law(tokens, prob, nxt, S, L)`` takes an enumerated law of sequences
+    (``tokens`` ``(N, T)``, their probabilities ``prob`` ``(N,)`` and the next-token law
+    ``nxt`` ``(N, S)``, as returned by :func:`ccmc_lite.ngram.sequence_law`) and
+    returns the ``(S^L, S)`` matrix whose row ``h`` is ``p(x_{T+1} | last L tokens = h)``:
+    the predictor at which a model whose score depends on that suffix is stationary
+    (Varre et al. 2025, Prop. 3.2). Suffixes of probability zero get the uniform row.
+    Reference: :func:`ccmc_lite.ngram.suffix_law`.
+
+    Parameters
+    ----------
+    my_suffix_law : callable
+        The learner's function.
+    seed : int
+        Seed of the random chains.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_suffix_law", my_suffix_law)
+    seed = check_seed(seed)
+    return check_function(
+        my_suffix_law,
+        suffix_law,
+        _suffix_law_cases(seed),
+        name="suffix-conditional law (Prop. 3.2)",
+        quiet=quiet,
+    )
+
+
+def _suffix_gradient_cases(seed: int) -> list[Case]:
+    gen = torch_generator(seed)
+    cases: list[Case] = []
+    for tokens, prob, nxt, S in _enumerated_laws(seed):
+        for L in (0, 1, 2):
+            W = torch.randn(S**L, S, generator=gen, dtype=torch.float64)
+            cases.append((W, tokens, prob, nxt, L))
+    # at the suffix-conditional law the gradient vanishes (Prop. 3.2): an edge case
+    tokens, prob, nxt, S = _enumerated_laws(seed)[3]
+    for L in (1, 2):
+        W_star = torch.log(suffix_law(tokens, prob, nxt, S, L))
+        cases.append((W_star, tokens, prob, nxt, L))
+    cases.insert(0, cases.pop(1))  # binary chain, L = 1 first
+    return cases
+
+
+def _suffix_gradient_reference(
+    W: torch.Tensor, tokens: torch.Tensor, prob: torch.Tensor, nxt: torch.Tensor, L: int
+) -> torch.Tensor:
+    model = SuffixModel(int(W.shape[-1]), L)
+    with torch.no_grad():
+        model.W.copy_(W)
+    with torch.enable_grad():
+        return exact_population_gradient(model, tokens, prob, nxt).reshape(W.shape)
+
+
+def check_suffix_gradient(
+    my_suffix_gradient: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Lemma 3.1 by hand" (Part III, Chapter 2).
+
+    ``my_suffix_gradient(W, tokens, prob, nxt, L)`` returns the gradient with respect to
+    ``W`` (shape ``(S^L, S)``) of the population loss
+    ``Σ_x prob[x] · (−Σ_s nxt[x, s] log softmax(W[h(x)])[s])`` of the toy model
+    :class:`ccmc_lite.ngram.SuffixModel`, where ``h(x)`` is the code of the last
+    ``L`` tokens of ``x``. Written as Lemma 3.1 of Varre et al. 2025 (residual times score)
+    it is ``Σ_x prob[x] (softmax(W[h(x)]) − nxt[x])`` accumulated in row ``h(x)``.
+    Reference: :func:`ccmc_lite.ngram.exact_population_gradient` on a
+    ``SuffixModel`` holding ``W``.
+
+    Parameters
+    ----------
+    my_suffix_gradient : callable
+        The learner's function.
+    seed : int
+        Seed of the random chains and of ``W``.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_suffix_gradient", my_suffix_gradient)
+    seed = check_seed(seed)
+    return check_function(
+        my_suffix_gradient,
+        _suffix_gradient_reference,
+        _suffix_gradient_cases(seed),
+        name="suffix-model gradient (Lemma 3.1)",
+        atol=1e-8,
+        quiet=quiet,
+    )
+
+
+# ------------------------------------------------------------------ Chapter 3
+
+
+def _offset_cases(seed: int) -> list[Case]:
+    gen = torch_generator(seed)
+    rand = torch.randn(2, 6, 6, generator=gen, dtype=torch.float64)
+    upper = torch.triu(torch.full((1, 5, 5), 10.0, dtype=torch.float64), diagonal=1)
+    star = theta_star(3, S=5, T=8, n_heads=2, c=5.0)["A1"].double()
+    cases: list[Case] = [
+        (rand, 1),
+        (rand, 0),
+        (torch.zeros(2, 5, 5, dtype=torch.float64), 1),  # uniform causal attention
+        (upper, 1),  # large logits on future keys: the causal mask must remove them
+        (star, 1),
+        (star, 2),
+        (torch.randn(1, 2, 2, generator=gen, dtype=torch.float64), 0),  # T = 2
+        (torch.randn(3, 4, 4, generator=gen, dtype=torch.float64), 2),  # offset = T - 2
+    ]
+    return cases
+
+
+def check_offset_attention(
+    my_offset_attention: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Read the stage from the attention maps" (Part III, Chapter 3).
+
+    ``my_offset_attention(A1, offset)`` takes the first-layer parameter ``A1`` of the
+    simplified transformer, shape ``(H, T, T)``, forms the causal row softmax
+    ``σ(A_1^(h))`` (keys ``j <= i``; Varre et al. 2025, Sec. 2.3) and returns, for each
+    head, the weight on the key ``offset`` places back averaged over the query rows
+    ``i = offset, ..., T-2`` (the last row is excluded), shape ``(H,)``: the summary behind
+    the stage detection of Sec. 5 (Figs. 3b and 5). Reference:
+    :func:`ccmc_lite.ngram.offset_attention`.
+
+    Parameters
+    ----------
+    my_offset_attention : callable
+        The learner's function.
+    seed : int
+        Seed of the random attention logits.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_offset_attention", my_offset_attention)
+    seed = check_seed(seed)
+    return check_function(
+        my_offset_attention,
+        offset_attention,
+        _offset_cases(seed),
+        name="offset attention (Sec. 5, Fig. 5)",
+        quiet=quiet,
+    )
+
+
+def _plateau_cases(seed: int) -> list[Case]:
+    rng = numpy_rng(seed)
+
+    def history(levels: Sequence[tuple[float, int]], noise: float) -> np.ndarray:
+        g = np.concatenate([np.full(n, v) for v, n in levels])
+        return g * (1.0 + noise * rng.standard_normal(g.size))
+
+    def loss_for(g: np.ndarray) -> np.ndarray:
+        return np.linspace(1.7, 1.5, g.size) + 0.02 * rng.standard_normal(g.size)
+
+    one = history([(1.0, 100), (0.2, 200), (1.0, 100)], 0.05)
+    two = history([(1.0, 80), (0.3, 120), (1.0, 80), (0.31, 150), (1.0, 50)], 0.05)
+    to_end = history([(1.0, 120), (0.25, 180)], 0.05)
+    const = np.full(60, 0.5)
+    short = history([(1.0, 5), (0.2, 10)], 0.0)
+    noisy = np.abs(rng.standard_normal(300)) + 0.5
+    return [
+        (one, loss_for(one), 20, 50),
+        (two, loss_for(two), 20, 60),
+        (to_end, loss_for(to_end), 20, 50),
+        (const, loss_for(const), 10, 20),  # everything is as quiet as the quietest part
+        (one, loss_for(one), 20, 400),  # min_length longer than any stretch: no plateau
+        (short, loss_for(short), 30, 3),  # history shorter than the window
+        (noisy, loss_for(noisy), 25, 30),
+    ]
+
+
+def _plateau_reference(
+    grad_norm: np.ndarray, loss: np.ndarray, window: int, min_length: int
+) -> list[tuple[int, int, float]]:
+    found = detect_plateaus(grad_norm, loss, window=window, min_length=min_length)
+    return [(p.start, p.end, p.loss) for p in found]
+
+
+def check_detect_plateaus(
+    my_detect_plateaus: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Find the plateaus" (Part III, Chapter 3).
+
+    ``my_detect_plateaus(grad_norm, loss, window, min_length)`` smooths both per-step
+    histories with a trailing moving average over ``window`` steps (shorter at the start),
+    sets the threshold to 1.2 times the smallest smoothed gradient norm after the first
+    ``window`` steps (over all steps if the history is not longer than ``window``), and
+    returns one ``(start, end, loss)`` tuple per maximal stretch of at least ``min_length``
+    steps whose smoothed gradient norm is below the threshold: first and last step
+    (inclusive) and the median smoothed loss there. This is the plateau rule used to read
+    the stages of Varre et al. 2025, Sec. 5 (their Fig. 6 links plateaus to small
+    gradients). Reference: :func:`ccmc_lite.ngram.detect_plateaus`.
+
+    Parameters
+    ----------
+    my_detect_plateaus : callable
+        The learner's function.
+    seed : int
+        Seed of the synthetic training histories.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_detect_plateaus", my_detect_plateaus)
+    seed = check_seed(seed)
+    return check_function(
+        my_detect_plateaus,
+        _plateau_reference,
+        _plateau_cases(seed),
+        name="plateau detection (Sec. 5, Fig. 6)",
+        quiet=quiet,
+    )
+
+
+# ------------------------------------------------------------------ Chapter 4
+
+
+class _ShownModel(AttentionOnlyTransformer):
+    """The package's model with a one-line ``repr``, so failure messages stay readable."""
+
+    def __repr__(self) -> str:
+        return (
+            f"AttentionOnlyTransformer(S={self.S}, T={self.T}, heads={self.heads}, "
+            f"embedding={self.embedding!r}, d={self.d})"
+        )
+
+
+def _random_model(
+    S: int, T: int, heads: tuple[int, ...], embedding: str, gen: torch.Generator
+) -> _ShownModel:
+    d = None if embedding == "onehot" else S + 2
+    with torch.random.fork_rng(devices=[]):  # the constructor draws from the global RNG
+        model = _ShownModel(S, T, heads, embedding=embedding, d=d).double()
+    scale = 1.0 / math.sqrt(model.d)  # logits of order one: outputs far from one-hot
+    with torch.no_grad():  # every parameter, read-out included, from our seed
+        for p in model.parameters():
+            p.copy_(scale * torch.randn(p.shape, generator=gen, dtype=torch.float64))
+    return model
+
+
+def _forward_cases(seed: int) -> list[Case]:
+    gen = torch_generator(seed)
+    cases: list[Case] = []
+    for S, T, heads, emb, B, Tq in (
+        (3, 4, (2, 1), "onehot", 3, 4),
+        (3, 4, (2, 1), "onehot", 2, 1),  # a prompt of length 1
+        (2, 5, (1,), "onehot", 4, 5),  # one layer
+        (3, 5, (1, 1, 1), "onehot", 2, 5),  # three layers
+        (4, 4, (2, 1), "learned", 3, 4),
+        (3, 6, (2, 1), "onehot", 2, 4),  # a prompt shorter than the model's T
+    ):
+        model = _random_model(S, T, heads, emb, gen)
+        tokens = torch.randint(0, S, (B, Tq), generator=gen)
+        cases.append((model, tokens))
+    return cases
+
+
+def _forward_reference(model: AttentionOnlyTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(tokens)
+
+
+def check_attention_only_forward(
+    my_forward: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "The attention-only forward pass" (Part III, Chapter 4).
+
+    ``my_forward(model, tokens)`` takes a
+    :class:`ccmc_lite.ngram.AttentionOnlyTransformer` and tokens ``(B, T')`` and
+    returns the ``(B, S)`` next-token probabilities of Varre et al. 2025, App. I.1:
+    ``r_0 = model.embed(tokens)``; for each layer ``ℓ``,
+    ``r_ℓ = r_{ℓ-1} + Σ_h σ(r_{ℓ-1} Q_h^T K_h r_{ℓ-1}^T) r_{ℓ-1} V_h^T`` with the causal
+    softmax σ and ``Q_h = model.Q[ℓ][h]`` (likewise ``K``, ``V``); finally
+    ``softmax(r_L[T'] W)`` with ``W = model.W``. The models are random (every parameter,
+    the read-out included) and use one-hot or learned embeddings, one to three layers and
+    prompts of length 1 up to ``T``. Reference: ``model(tokens)``.
+
+    Parameters
+    ----------
+    my_forward : callable
+        The learner's function.
+    seed : int
+        Seed of the random models and tokens.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_forward", my_forward)
+    seed = check_seed(seed)
+    return check_function(
+        my_forward,
+        _forward_reference,
+        _forward_cases(seed),
+        name="attention-only forward pass (App. I.1)",
+        atol=1e-8,
+        quiet=quiet,
+    )
+
+
+def check_entropy_floor(
+    my_floor: Any, *, S: int = 3, alpha: float = 1.0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Derive the floor of this setting" (Part III, Chapter 4).
+
+    ``my_floor`` is the learner's value of the mean entropy of a Dirichlet(α·1_S) row,
+    ``ψ(Sα+1) − ψ(α+1)`` nats (the loss floor of Varre et al. 2025, Sec. 5, derived in
+    Chapter 1), derived by hand for the chapter's setting ``S = 3``, ``α = 1`` (or for the
+    ``S`` and ``alpha`` given here). It must agree to three decimals. Reference:
+    :func:`ccmc_lite.ngram.dirichlet_mean_entropy`.
+
+    Parameters
+    ----------
+    my_floor : float or None
+        The learner's value; ``None`` (the stub) is reported as not implemented.
+    S : int
+        Vocabulary size of the setting.
+    alpha : float
+        Dirichlet concentration of the setting.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when the value is right.
+
+    Raises
+    ------
+    TypeError
+        If ``my_floor`` is a function, a string or a boolean rather than a number.
+    """
+    S = check_int("S", S, minimum=2)
+    alpha = check_float("alpha", alpha, minimum=0.0, open_lower=True)
+    name = f"entropy floor for S={S}, alpha={alpha:g}"
+    if callable(my_floor) or isinstance(my_floor, (str, bytes, bool)):
+        raise TypeError(
+            f"my_floor must be a number (the value you derived); got {type(my_floor).__name__}"
+        )
+    if my_floor is None:
+        failure = "not implemented yet: set my_floor to your value in the cell above"
+        message = f"❌ {name}: {failure}"
+        if not quiet:
+            print(message)
+        return CheckResult(False, message, [failure])
+    return check_value(
+        my_floor, dirichlet_mean_entropy(S, alpha), name=name, atol=5e-4, rtol=0.0, quiet=quiet
+    )
+
+
+# ------------------------------------------------------------------ Chapter 5
+
+
+def _subset_cases(seed: int) -> list[Case]:
+    hand = _tokens([0, 1, 0, 2, 0, 1, 0])
+    cases: list[Case] = [
+        (hand, 3, [2], 0.0),  # the skip-bigram: match the token two back only
+        (hand, 3, [], 0.0),  # the empty history: unigram
+        (hand, 3, [1, 2], 0.0),  # the contiguous trigram
+        (hand, 3, [1, 3], 0.5),
+        (_tokens([2]), 3, [1], 0.0),  # a prompt of length 1: no key has a history
+        (_tokens([1, 0, 1]), 2, [4], 0.5),  # an offset beyond the prompt
+    ]
+    for j, (S, T) in enumerate(((2, 16), (5, 32), (3, 24))):
+        x = _ngram_tokens(S, T, derive_seed(seed, 10 + j))
+        cases.append((x, S, [2], 0.0))
+        cases.append((x, S, [1, 3], 0.25))
+        cases.append((x, S, [3], 1.0))
+    return cases
+
+
+def _subset_reference(x: torch.Tensor, S: int, offsets: list[int], beta: float):
+    return subset_estimator(x.unsqueeze(0), S, offsets, smoothing=beta)[0]
+
+
+def check_subset_estimator(
+    my_subset_estimator: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Estimators with non-contiguous histories" (Part III, Chapter 5).
+
+    ``my_subset_estimator(x, S, offsets, beta)`` generalises the k-gram estimator to a set
+    ``N`` of offsets (Varre et al. 2025, App. F.2): a key position ``l`` (1-based,
+    ``max(N) < l <= T``) matches when ``x_{l-h} = x_{T+1-h}`` for every ``h`` in ``N``, and
+    the estimate is ``(count + β) / (total + Sβ)`` over the tokens ``x_l`` of matching keys
+    (uniform when ``β = 0`` and nothing matches); ``N = []`` is the unigram and
+    ``N = [1, ..., k-1]`` the k-gram. Reference: :func:`ccmc_lite.ngram.subset_estimator`.
+
+    Parameters
+    ----------
+    my_subset_estimator : callable
+        The learner's function.
+    seed : int
+        Seed of the random test sequences.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_subset_estimator", my_subset_estimator)
+    seed = check_seed(seed)
+    return check_function(
+        my_subset_estimator,
+        _subset_reference,
+        _subset_cases(seed),
+        name="N-history estimator (App. F.2)",
+        quiet=quiet,
+    )
+
+
+def _limit_cases(seed: int) -> list[Case]:
+    hand = _tokens([0, 1, 0, 2, 0, 1, 0])
+    cases: list[Case] = [
+        (hand, 3, [1]),
+        (hand, 3, [1, 2]),
+        (hand, 3, [2]),
+        (hand, 3, []),  # no head: uniform attention, the unigram
+        (_tokens([0, 1, 2]), 3, [1]),  # no key matches: every key ties at score 0
+        (_tokens([2]), 3, [1, 2]),  # a prompt of length 1
+        (_tokens([1, 0, 1, 1]), 2, [1, 3]),  # a clamped key history
+    ]
+    for j, (S, T) in enumerate(((2, 12), (5, 32), (3, 20))):
+        x = _ngram_tokens(S, T, derive_seed(seed, 20 + j))
+        cases.append((x, S, [1, 2]))
+        cases.append((x, S, [2]))
+    return cases
+
+
+def _limit_reference(x: torch.Tensor, S: int, offsets: list[int]) -> torch.Tensor:
+    return construction_limit(x.unsqueeze(0), S, offsets)[0]
+
+
+def check_construction_limit(
+    my_construction_limit: Callable[..., Any], *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "What θ* computes as c → ∞" (Part III, Chapter 5).
+
+    ``my_construction_limit(x, S, offsets)`` returns the ``(S,)`` output of the
+    constructions θ*^k (Varre et al. 2025, eqs. (8a)–(8c), Lemma B.1) and θ*_N (App. F.2)
+    in the limit ``c -> ∞``: with 0-based positions, key ``i`` copies
+    ``x[max(i - o, 0)]`` for each offset ``o`` (eq. (8a) sends the first ``o`` rows to
+    position 0), the query holds ``x[max(T - o, 0)]``, the score of key ``i`` is the number
+    of offsets at which the two agree, and the output is the token histogram over the keys
+    with the **largest** score (uniform attention among them). Reference:
+    :func:`ccmc_lite.ngram.construction_limit`.
+
+    Parameters
+    ----------
+    my_construction_limit : callable
+        The learner's function.
+    seed : int
+        Seed of the random test sequences.
+    quiet : bool
+        Do not print the message.
+
+    Returns
+    -------
+    ccmc_lite.core.CheckResult
+        Truthy when every case passed.
+    """
+    require_callable("my_construction_limit", my_construction_limit)
+    seed = check_seed(seed)
+    return check_function(
+        my_construction_limit,
+        _limit_reference,
+        _limit_cases(seed),
+        name="hard-max limit of the construction (Lemma B.1)",
+        quiet=quiet,
+    )

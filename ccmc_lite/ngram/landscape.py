@@ -1,0 +1,341 @@
+"""The loss landscape at k-gram points (Varre, Yüce & Flammarion 2025, Secs. 3–4).
+
+* :func:`~ccmc_lite.ngram.next_token_loss` — the in-context cross-entropy of eq. (1) against the
+  true next-token law, differentiable, as used for training.
+* :func:`~ccmc_lite.ngram.flat_gradient`, :func:`~ccmc_lite.ngram.lemma31_gradient` — the gradient
+  by autograd and in the form of Lemma 3.1, ``E <p_θ - p_τ(·|x^T), ∂ log p_θ>`` (residual times
+  score).
+* :func:`~ccmc_lite.ngram.gradient_norm` — the norm of the *population* gradient from a Monte-Carlo
+  batch, with an unbiased estimate of ``||∇L||²`` from two independent halves (the plain norm of a
+  sample mean is inflated by sampling noise, which would hide the decay Thm. 4.2 predicts).
+* :func:`~ccmc_lite.ngram.sequence_law`, :class:`~ccmc_lite.ngram.SuffixModel` — exact enumeration
+  of all sequences of a fixed chain and a toy model whose score depends only on a suffix (Prop.
+  3.2).
+* :func:`~ccmc_lite.ngram.statistical_term`, :func:`~ccmc_lite.ngram.theorem42_trend`,
+  :func:`~ccmc_lite.ngram.fit_theorem42` — the two terms of Thm. 4.2, ``√c E||p_τ(·|x_{T-k+2}^T) -
+  p̂_k||² + T √c e^{-c}``, and a fit of their (unspecified) constants to measured gradient norms.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.optimize import nnls
+from torch import nn
+
+from ..core.validation import as_tensor, check_choice, check_float, check_int
+from .data import NGramBatch, flatten_transitions, history_codes, suffix_conditional
+from .models import construction_limit, offsets_for_k
+
+__all__ = [
+    "GradientNorm",
+    "SuffixModel",
+    "exact_population_gradient",
+    "fit_theorem42",
+    "flat_gradient",
+    "gradient_blocks",
+    "gradient_norm",
+    "lemma31_gradient",
+    "next_token_loss",
+    "sequence_law",
+    "statistical_term",
+    "suffix_law",
+    "theorem42_trend",
+]
+
+
+def next_token_loss(
+    probs: torch.Tensor, target: torch.Tensor, *, eps: float = 1e-8, reduction: str = "mean"
+) -> torch.Tensor:
+    """Cross-entropy ``-Σ_s p_τ(s|x^T) log(p_θ(x^T)[s] + eps)`` (Varre et al. 2025, eq. (1)).
+
+    ``probs`` and ``target`` are ``(..., S)``. The simplified transformer puts exactly zero
+    mass on tokens absent from the sequence, so the plain logarithm is ``-inf`` there:
+    ``eps = 1e-8`` (the value of the authors' code) keeps the loss finite for training.
+    ``eps = 0`` instead *drops* the zero-probability terms: they are an infinite constant
+    that carries no gradient (``p_θ[s] ≡ 0`` in a neighbourhood), so the gradient is the
+    exact gradient of the population loss, which Thm. 4.2 is about.
+    """
+    eps = check_float("eps", eps, minimum=0.0)
+    reduction = check_choice("reduction", reduction, ("mean", "none"))
+    if probs.shape != target.shape:
+        raise ValueError(
+            f"probs and target must have the same shape; got {tuple(probs.shape)} "
+            f"and {tuple(target.shape)}"
+        )
+    if eps > 0:
+        logp = torch.log(probs + eps)
+    else:
+        logp = torch.log(torch.where(probs > 0, probs, torch.ones_like(probs)))
+    loss = -(target * logp).sum(-1)
+    return loss.mean() if reduction == "mean" else loss
+
+
+def _flatten(grads, params) -> torch.Tensor:
+    return torch.cat(
+        [
+            (g if g is not None else torch.zeros_like(p)).reshape(-1)
+            for g, p in zip(grads, params, strict=True)
+        ]
+    )
+
+
+def _params(model: nn.Module) -> list[torch.Tensor]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("model has no trainable parameters")
+    return params
+
+
+def flat_gradient(
+    model: nn.Module,
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    eps: float = 0.0,
+) -> torch.Tensor:
+    """Gradient of the mean :func:`next_token_loss` over the batch, flattened; ``(P,)``."""
+    params = _params(model)
+    loss = next_token_loss(model(tokens), target, eps=eps)
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return _flatten(grads, params)
+
+
+def gradient_blocks(
+    model: nn.Module, tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 0.0
+) -> dict[str, float]:
+    """Norm of the mean-loss gradient for each named parameter (e.g. ``A1, V1, Q2, K2``)."""
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not named:
+        raise ValueError("model has no trainable parameters")
+    loss = next_token_loss(model(tokens), target, eps=eps)
+    grads = torch.autograd.grad(loss, [p for _, p in named], allow_unused=True)
+    return {
+        n: (0.0 if g is None else float(g.norm())) for (n, _), g in zip(named, grads, strict=True)
+    }
+
+
+def lemma31_gradient(model: nn.Module, tokens: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The gradient in the form of Lemma 3.1: ``mean_b Σ_s (p_θ - p_τ)[b, s] ∂ log p_θ[b, s]``.
+
+    The score ``∂ log p_θ[s]`` is formed explicitly (one backward pass per token ``s``);
+    tokens with ``p_θ[s] = 0`` (absent from the sequence) have zero score. Agrees with
+    :func:`flat_gradient` (``eps = 0``) because ``Σ_s ∂ p_θ[s] = 0`` on the simplex.
+    """
+    params = _params(model)
+    probs = model(tokens)  # (B, S)
+    safe = torch.where(probs > 0, probs, torch.ones_like(probs))
+    logp = torch.log(safe)
+    resid = (probs - target).detach()  # (B, S)
+    total = None
+    for s in range(probs.shape[-1]):
+        # Σ_b resid[b, s] ∂ log p[b, s] = ∂ (Σ_b resid[b, s] log p[b, s]) with resid held fixed
+        obj = (resid[:, s] * logp[:, s]).sum() / probs.shape[0]
+        g = torch.autograd.grad(obj, params, retain_graph=True, allow_unused=True)
+        flat = _flatten(g, params)
+        total = flat if total is None else total + flat
+    return total
+
+
+@dataclass(frozen=True)
+class GradientNorm:
+    """Monte-Carlo estimates of the population gradient norm ``||∇L(θ)||``.
+
+    Attributes
+    ----------
+    naive : float
+        ``||ĝ||`` of the full-batch mean gradient (biased upwards by sampling noise).
+    unbiased_sq : float
+        ``<ĝ_A, ĝ_B>`` for two independent halves: an unbiased estimate of ``||∇L||²``
+        (it can be negative when the true norm is below the noise).
+    noise : float
+        Estimated standard deviation of ``||ĝ||`` due to sampling: ``||ĝ_A - ĝ_B|| / 2``.
+    """
+
+    naive: float
+    unbiased_sq: float
+    noise: float
+
+    @property
+    def estimate(self) -> float:
+        """``sqrt(max(unbiased_sq, 0))``: the debiased norm (0 when below the noise)."""
+        return math.sqrt(max(self.unbiased_sq, 0.0))
+
+
+def gradient_norm(
+    model: nn.Module,
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    eps: float = 0.0,
+    chunk: int = 8192,
+) -> GradientNorm:
+    """Estimate the population gradient norm at the model's current parameters.
+
+    The batch is split into two halves ``A`` and ``B`` (each processed in chunks); returns
+    :class:`GradientNorm`. ``eps = 0`` gives the exact gradient of the population loss
+    (see :func:`next_token_loss`).
+    """
+    B = tokens.shape[0]
+    if B < 2:
+        raise ValueError(f"need at least 2 sequences to split into halves; got {B}")
+    chunk = check_int("chunk", chunk, minimum=1)
+    half = B // 2
+
+    def mean_grad(lo: int, hi: int) -> torch.Tensor:
+        acc = None
+        for s in range(lo, hi, chunk):
+            e = min(s + chunk, hi)
+            g = flat_gradient(model, tokens[s:e], target[s:e], eps=eps) * (e - s)
+            acc = g if acc is None else acc + g
+        return acc / (hi - lo)
+
+    gA = mean_grad(0, half).double()
+    gB = mean_grad(half, 2 * half).double()
+    g = 0.5 * (gA + gB)
+    return GradientNorm(
+        naive=float(g.norm()),
+        unbiased_sq=float(gA @ gB),
+        noise=float((gA - gB).norm() / 2),
+    )
+
+
+# --------------------------------------------------------------------- Prop 3.2 toy model
+
+
+def sequence_law(
+    P: torch.Tensor, T: int, *, start: str = "uniform"
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Exact law of all ``S^T`` sequences of one n-gram chain (for small ``S^T``).
+
+    ``P``: ``(S, ..., S)`` with ``n`` axes (one chain, no batch axis). Returns
+    ``tokens`` ``(S^T, T)``, their probabilities ``(S^T,)`` and the next-token law after
+    the last position ``(S^T, S)``. ``start`` as in :mod:`ccmc_lite.ngram`.
+    """
+    P = as_tensor("P", P, dtype=torch.float64)
+    S = int(P.shape[-1])
+    n = P.ndim
+    T = check_int("T", T, minimum=n)
+    start = check_choice("start", start, ("uniform", "stationary"))
+    if S**T > 2_000_000:
+        raise ValueError(f"S^T = {S**T} sequences is too many to enumerate (limit 2e6)")
+    flat = flatten_transitions(P.unsqueeze(0), S, n)[0]  # (H, S)
+    tokens = torch.tensor(list(itertools.product(range(S), repeat=T)), dtype=torch.long)
+    m = n - 1
+    if m == 0:
+        logp = torch.log(flat[0])[tokens].sum(-1)
+        nxt = flat[0].expand(tokens.shape[0], S)
+        return tokens, logp.exp(), nxt.clone()
+    if start == "uniform":
+        init = torch.full((S**m,), 1.0 / S**m, dtype=torch.float64)
+    else:
+        from .data import lifted_stationary
+
+        init = lifted_stationary(P.unsqueeze(0), S, n)[0]
+    codes = history_codes(tokens, S, m)  # (N, T)
+    prob = init[codes[:, m - 1]]
+    for t in range(m - 1, T - 1):
+        prob = prob * flat[codes[:, t], tokens[:, t + 1]]
+    nxt = flat[codes[:, T - 1]]
+    return tokens, prob, nxt
+
+
+class SuffixModel(nn.Module):
+    """Toy model ``p_θ(x^T) = softmax(W[x_{T-L+1}, ..., x_T])`` (Prop. 3.2 illustration).
+
+    Its score ``∂ log p_θ`` depends only on the last ``L`` tokens, so by Prop. 3.2 the
+    population gradient is ``E <p_θ - p_τ(·|x_{T-L+1}^T), ∂ log p_θ>`` and vanishes when
+    ``softmax(W[h]) = p_τ(·|suffix = h)``. ``L = 0`` is a constant predictor: its
+    stationary point predicts the marginal law of ``x_{T+1}`` (the unigram point).
+    """
+
+    def __init__(self, S: int, suffix_len: int) -> None:
+        super().__init__()
+        self.S = check_int("S", S, minimum=2)
+        self.L = check_int("suffix_len", suffix_len, minimum=0)
+        self.W = nn.Parameter(torch.zeros(self.S**self.L, self.S, dtype=torch.float64))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``(B, S)`` next-token probabilities."""
+        code = history_codes(tokens, self.S, self.L)[:, -1] if self.L else tokens[:, 0] * 0
+        return torch.softmax(self.W[code], dim=-1)
+
+
+def suffix_law(
+    tokens: torch.Tensor, prob: torch.Tensor, nxt: torch.Tensor, S: int, L: int
+) -> torch.Tensor:
+    """``p(x_{T+1} | x_{T-L+1}^T = h)`` for every suffix ``h`` of an enumerated law.
+
+    Returns ``(S^L, S)``; suffixes of probability zero get the uniform row.
+    """
+    L = check_int("L", L, minimum=0)
+    code = (
+        history_codes(tokens, S, L)[:, -1] if L else torch.zeros(tokens.shape[0], dtype=torch.long)
+    )
+    joint = torch.zeros(S**L, S, dtype=torch.float64).index_add_(0, code, prob[:, None] * nxt)
+    tot = joint.sum(-1, keepdim=True)
+    return torch.where(tot > 0, joint / tot.clamp_min(1e-300), torch.full_like(joint, 1.0 / S))
+
+
+# --------------------------------------------------------------------- Theorem 4.2
+
+
+def statistical_term(batch: NGramBatch, k: int, *, start: str = "uniform") -> float:
+    """``E ||p_τ(·|x_{T-k+2}^T) - p̂_k||²`` at the last position (Thm. 4.2, first term).
+
+    ``p̂_k`` is what θ*^k computes as ``c -> ∞`` (:func:`ccmc_lite.ngram.construction_limit`,
+    the k-gram estimator with the paper's boundary convention and back-off when nothing
+    matches); ``p_τ(·|suffix)`` is exact (:func:`ccmc_lite.ngram.suffix_conditional`).
+    """
+    k = check_int("k", k, minimum=1)
+    P = batch.transitions
+    S = int(P.shape[-1])
+    n = P.ndim - 1
+    T = batch.tokens.shape[-1]
+    cond = suffix_conditional(P, k, T, start=start)  # (B, S^(k-1), S)
+    code = history_codes(batch.tokens, S, k - 1)[:, -1]  # (B,)
+    truth = cond[torch.arange(cond.shape[0]), code]  # (B, S)
+    est = construction_limit(batch.tokens, S, offsets_for_k(k, max(n - 1, k - 1)))
+    return float(((truth - est) ** 2).sum(-1).mean())
+
+
+def theorem42_trend(
+    c: np.ndarray | float, T: np.ndarray | float, stat: np.ndarray | float, a: float, b: float
+) -> np.ndarray:
+    """``a √c · stat + b · T √c e^{-c}``: the two terms of Thm. 4.2 with constants ``a, b``."""
+    c = np.asarray(c, dtype=float)
+    T = np.asarray(T, dtype=float)
+    return a * np.sqrt(c) * np.asarray(stat, dtype=float) + b * T * np.sqrt(c) * np.exp(-c)
+
+
+def fit_theorem42(
+    c: np.ndarray, T: np.ndarray, stat: np.ndarray, grad_norm: np.ndarray
+) -> tuple[float, float]:
+    """Non-negative constants ``(a, b)`` of :func:`theorem42_trend` fitted to measurements.
+
+    Thm. 4.2 is an ``O(·)`` statement; its constants are not given, so they are fitted by
+    non-negative least squares on *relative* errors (each row divided by the measured
+    norm), so that small and large norms count alike.
+    """
+    c, T, stat, g = (np.asarray(v, dtype=float).ravel() for v in (c, T, stat, grad_norm))
+    if not (c.shape == T.shape == stat.shape == g.shape):
+        raise ValueError("c, T, stat and grad_norm must have the same length")
+    if np.any(g <= 0):
+        raise ValueError("grad_norm must be positive to fit relative errors")
+    X = np.stack([np.sqrt(c) * stat, T * np.sqrt(c) * np.exp(-c)], axis=1) / g[:, None]
+    coef, _ = nnls(X, np.ones_like(g))
+    return float(coef[0]), float(coef[1])
+
+
+def exact_population_gradient(
+    model: nn.Module, tokens: torch.Tensor, prob: torch.Tensor, nxt: torch.Tensor
+) -> torch.Tensor:
+    """``∇ Σ_x p(x) CE(p(·|x), p_θ(x))`` for an enumerated law (:func:`sequence_law`); ``(P,)``."""
+    params = _params(model)
+    loss = (prob * next_token_loss(model(tokens), nxt, eps=0.0, reduction="none")).sum()
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    return _flatten(grads, params)

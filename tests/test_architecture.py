@@ -1,0 +1,106 @@
+"""The package is shaped like the book: a core, one subpackage per part, no cross-imports.
+
+* ``ccmc_lite.core`` imports no part;
+* the parts (``ccmc``, ``markov``, ``ngram``) never import each other;
+* ``ccmc_lite.lens`` (the closing chapter) may import every part;
+* every subpackage exposes its public names in ``__all__``, each importable from it,
+  and each module's ``__all__`` is exported by its subpackage.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from book_tools import ROOT
+
+PACKAGE = ROOT / "ccmc_lite"
+PARTS = ("ccmc", "markov", "ngram")
+SUBPACKAGES = ("core", *PARTS, "lens")
+
+
+def _imported_subpackages(path: Path) -> set[str]:
+    """The ``ccmc_lite`` subpackages a module imports (absolute or relative imports)."""
+    rel = path.relative_to(ROOT).with_suffix("").parts  # e.g. ("ccmc_lite", "markov", "runs")
+    here = list(rel[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here[: len(here) - (node.level - 1)]
+                target = [*base, *(node.module.split(".") if node.module else [])]
+                names = [a.name for a in node.names] if not node.module and len(base) == 1 else []
+            else:
+                target = (node.module or "").split(".")
+                names = []
+            if target[:1] == ["ccmc_lite"]:
+                if len(target) > 1:
+                    found.add(target[1])
+                found.update(n for n in names if n in SUBPACKAGES)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "ccmc_lite" and len(parts) > 1:
+                    found.add(parts[1])
+    return found & set(SUBPACKAGES)
+
+
+def _modules(sub: str) -> list[Path]:
+    return sorted((PACKAGE / sub).glob("*.py"))
+
+
+@pytest.mark.parametrize("sub", SUBPACKAGES)
+def test_import_rules(sub):
+    allowed = {
+        "core": {"core"},
+        "lens": set(SUBPACKAGES),
+    }.get(sub, {"core", sub})
+    for module in _modules(sub):
+        imported = _imported_subpackages(module)
+        assert imported <= allowed, (
+            f"{module.relative_to(ROOT)} imports {sorted(imported - allowed)}; "
+            f"{sub} may import only {sorted(allowed)}"
+        )
+
+
+def test_import_rule_checker_sees_cross_imports(tmp_path):
+    """The rule above can fail: a relative import of another part is detected."""
+    fake = PACKAGE / "markov" / "_probe_for_test.py"
+    try:
+        fake.write_text("from ..ngram.data import NGramTask\nfrom . import kernels\n")
+        assert _imported_subpackages(fake) == {"ngram", "markov"}
+    finally:
+        fake.unlink()
+
+
+def test_top_level_package_is_only_modules_of_the_tree():
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert loose == [], f"modules belong in a subpackage: {loose}"
+
+
+@pytest.mark.parametrize("sub", SUBPACKAGES)
+def test_subpackage_exports_every_public_name_of_its_modules(sub):
+    package = importlib.import_module(f"ccmc_lite.{sub}")
+    exported = list(package.__all__)
+    assert len(exported) == len(set(exported)), "a name is exported twice"
+    for name in exported:
+        assert hasattr(package, name), f"ccmc_lite.{sub}.{name} is in __all__ but missing"
+    for module in _modules(sub):
+        if module.name == "__init__.py" or module.stem == "exercises":
+            continue
+        mod = importlib.import_module(f"ccmc_lite.{sub}.{module.stem}")
+        missing = [n for n in getattr(mod, "__all__", []) if n not in exported]
+        assert not missing, f"ccmc_lite.{sub} does not export {missing} of {module.stem}"
+        assert hasattr(mod, "__all__"), f"{module.relative_to(ROOT)} has no __all__"
+
+
+def test_parts_are_reachable_from_the_top_level():
+    import ccmc_lite
+
+    for sub in SUBPACKAGES:
+        assert getattr(ccmc_lite, sub).__name__ == f"ccmc_lite.{sub}"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        ccmc_lite.nope  # noqa: B018
