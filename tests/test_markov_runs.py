@@ -87,6 +87,17 @@ def test_train_markov_chunks_and_kstate():
         progress=False,
     )
     assert runs.result.loss.shape == (5, 3) and runs.params_at(0)["E"].shape == (5, 3, 2)
+    # chunking never changes a run's initialisation: run r starts from derive_seed(1, r, 0)
+    whole = train_markov(
+        kernels,
+        model_options=dict(K=3, d=2, N=5),
+        config=markov_config(3),
+        seed=1,
+        batch_size=2,
+        progress=False,
+    )
+    for name, value in whole.params_at(0).items():
+        assert torch.equal(runs.params_at(0)[name], value), name
 
 
 def test_train_markov_bad_inputs():

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from ccmc_lite.core import TrainConfig, lr_schedule, train_runs
+from ccmc_lite.core import TrainConfig, lr_schedule, over_runs, train_runs
 
 D_IN, N_DATA = 3, 32
 # A fixed data set per run, so batched and looped training see identical batches.
@@ -283,3 +283,41 @@ def test_eval_data_gives_each_run_its_own_evaluation_set():
             seed=0,
             eval_data=eval_data,
         )
+
+
+def test_shards_start_where_the_whole_sweep_starts():
+    """first_run = offset: a shard initialises its runs as one call of all runs would."""
+    kw = dict(config=CFG, seed=5, progress=False)
+    whole = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=4, **kw)
+    shard = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=2, first_run=2, **kw)
+    for name, value in whole.params_at(0).items():
+        assert torch.equal(shard.params_at(0)[name], value[2:]), name
+    # batch_fn sees global run indices, so run 2 of the shard trains on run 2's data
+    seen = []
+    train_runs(
+        TiedMLP,
+        loss_fn,
+        lambda step, runs, gen: seen.append(runs.tolist()) or batch_fn(step, runs, gen),
+        n_runs=2,
+        first_run=2,
+        **{**kw, "config": TrainConfig(steps=1)},
+    )
+    assert seen == [[2, 3]]
+    with pytest.raises(ValueError, match="first_run must be >= 0"):
+        train_runs(TiedMLP, loss_fn, batch_fn, n_runs=1, first_run=-1, **kw)
+
+
+def test_map_runs_evaluates_every_run_like_its_own_module(both):
+    result = both[0]
+    x = X_ALL[:4]  # (R, N_DATA, D_IN): one input set per run
+    out = result.map_runs(lambda model, xs: model(xs), x)  # (R, N_DATA, 1)
+    for r in range(result.n_runs):
+        torch.testing.assert_close(out[r], result.module(r)(x[r]).detach())
+    at10 = result.map_runs(lambda model, xs: model(xs), x, step=10)
+    torch.testing.assert_close(at10[1], result.module(1, step=10)(x[1]).detach())
+    with pytest.raises(ValueError, match="step must be one of the checkpoint steps"):
+        result.map_runs(lambda model, xs: model(xs), x, step=3)
+    with pytest.raises(TypeError, match=r"template must be a torch\.nn\.Module"):
+        over_runs(lambda: None, loss_fn)
+    with pytest.raises(TypeError, match="fn must be callable"):
+        over_runs(TiedMLP(), 3)

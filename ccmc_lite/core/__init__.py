@@ -12,134 +12,39 @@ switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for 
 ``core`` imports nothing from the parts of the book.
 """
 
-from __future__ import annotations
-
-from .chains import (
-    entropy,
-    entropy_rate,
-    mutual_information,
-    stationary_distribution,
-    unigram_entropy,
+# The public names of every module, in the order of the book (and of the API page).
+from . import (
+    validation,
+    seeding,
+    devices,
+    profiles,
+    chains,
+    training,
+    progress,
+    plotting,
+    checking,
+    gluing,
 )
-from .checking import (
-    CheckResult,
-    check_function,
-    check_value,
-    describe,
-    require_callable,
-)
-from .devices import (
-    DEVICE_ENV,
-    default_device,
-    resolve_device,
-)
-from .gluing import (
-    BOOK_BUILD_ENV,
-    glue,
-    in_book_build,
-)
-from .plotting import (
-    PALETTE,
-    LoglogFit,
-    fig_axes,
-    heatmap,
-    loglog_fit,
-    plot_loglog_fit,
-    plot_reference_levels,
-    plot_runs,
-    use_book_style,
-)
-from .profiles import (
-    PROFILE_ENV,
-    PROFILES,
-    by_profile,
-    current_profile,
-    profile_banner,
-)
-from .progress import (
-    TextProgress,
-)
-from .seeding import (
-    derive_seed,
-    numpy_rng,
-    seed_everything,
-    torch_generator,
-)
-from .training import (
-    TrainConfig,
-    TrainResult,
-    lr_schedule,
-    train_runs,
-)
-from .validation import (
-    as_tensor,
-    check_choice,
-    check_float,
-    check_int,
-    check_prob_vector,
-    check_probability,
-    check_seed,
-    check_stochastic_matrix,
-    check_tokens,
-)
+from .validation import *  # noqa: F403
+from .seeding import *  # noqa: F403
+from .devices import *  # noqa: F403
+from .profiles import *  # noqa: F403
+from .chains import *  # noqa: F403
+from .training import *  # noqa: F403
+from .progress import *  # noqa: F403
+from .plotting import *  # noqa: F403
+from .checking import *  # noqa: F403
+from .gluing import *  # noqa: F403
 
 __all__ = [
-    # validation
-    "as_tensor",
-    "check_choice",
-    "check_float",
-    "check_int",
-    "check_prob_vector",
-    "check_probability",
-    "check_seed",
-    "check_stochastic_matrix",
-    "check_tokens",
-    # seeding
-    "derive_seed",
-    "numpy_rng",
-    "seed_everything",
-    "torch_generator",
-    # devices
-    "DEVICE_ENV",
-    "default_device",
-    "resolve_device",
-    # profiles
-    "PROFILES",
-    "PROFILE_ENV",
-    "by_profile",
-    "current_profile",
-    "profile_banner",
-    # chains
-    "entropy",
-    "entropy_rate",
-    "mutual_information",
-    "stationary_distribution",
-    "unigram_entropy",
-    # training
-    "TrainConfig",
-    "TrainResult",
-    "lr_schedule",
-    "train_runs",
-    # progress
-    "TextProgress",
-    # plotting
-    "PALETTE",
-    "LoglogFit",
-    "fig_axes",
-    "heatmap",
-    "loglog_fit",
-    "plot_loglog_fit",
-    "plot_reference_levels",
-    "plot_runs",
-    "use_book_style",
-    # checking
-    "CheckResult",
-    "check_function",
-    "check_value",
-    "describe",
-    "require_callable",
-    # gluing
-    "BOOK_BUILD_ENV",
-    "glue",
-    "in_book_build",
+    *validation.__all__,
+    *seeding.__all__,
+    *devices.__all__,
+    *profiles.__all__,
+    *chains.__all__,
+    *training.__all__,
+    *progress.__all__,
+    *plotting.__all__,
+    *checking.__all__,
+    *gluing.__all__,
 ]

@@ -19,7 +19,8 @@ Conventions
     seed ``derive_seed(seed, r, 0)``, so a run's initialisation does not depend on ``R``.
 ``batch_fn(step, runs, generator)``
     returns the training batch for all runs in ``runs`` (a ``long`` tensor of run indices,
-    shape ``(R,)``): a tensor, or a tuple/dict of tensors, each with leading dimension ``R``.
+    shape ``(R,)``, counted from ``first_run``): a tensor, or a tuple/dict of tensors, each
+    with leading dimension ``R``.
 ``loss_fn(model, batch)``
     the loss of one run on its slice of the batch (leading ``R`` axis removed); ``model``
     is callable like the module. It must return a scalar tensor.
@@ -48,7 +49,7 @@ from .progress import TextProgress
 from .seeding import derive_seed
 from .validation import check_choice, check_float, check_int, check_seed
 
-__all__ = ["TrainConfig", "TrainResult", "lr_schedule", "train_runs"]
+__all__ = ["TrainConfig", "TrainResult", "lr_schedule", "over_runs", "train_runs"]
 
 ModelCall = Callable[..., Any]
 Batch = Any  # tensor or (nested) tuple/list/dict of tensors with leading run axis
@@ -179,18 +180,38 @@ class TrainResult:
     def n_runs(self) -> int:
         return int(self.loss.shape[0])
 
+    def params_at(self, step: int | None = None) -> dict[str, torch.Tensor]:
+        """Stacked parameters ``name -> (R, ...)`` after ``step`` updates (default: final)."""
+        if step is None:
+            return self.params
+        if step not in self.checkpoints:
+            raise ValueError(
+                f"step must be one of the checkpoint steps {sorted(self.checkpoints)}; got {step}"
+            )
+        return self.checkpoints[step]
+
+    def map_runs(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        step: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Any:
+        """``fn(model, *args)`` for every run at once (see :func:`over_runs`), without gradients.
+
+        ``args`` carry a leading run axis ``R``; ``step`` picks a checkpoint (default: the
+        final parameters); ``dtype`` converts the parameters first (e.g. ``torch.float32``).
+        """
+        params = self.params_at(step)
+        if dtype is not None:
+            params = {k: v.to(dtype) for k, v in params.items()}
+        with torch.no_grad():
+            return over_runs(self.template, fn)(params, self.buffers, *args)
+
     def module(self, run: int, step: int | None = None) -> nn.Module:
         """A standalone copy of run ``run``'s model (at checkpoint ``step`` if given)."""
         run = check_int("run", run, minimum=0, maximum=self.n_runs - 1)
-        if step is None:
-            params = self.params
-        else:
-            if step not in self.checkpoints:
-                raise ValueError(
-                    f"step must be one of the checkpoint steps {sorted(self.checkpoints)}; "
-                    f"got {step}"
-                )
-            params = self.checkpoints[step]
+        params = self.params_at(step)
         model = copy.deepcopy(self.template)
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -201,11 +222,44 @@ class TrainResult:
         return model
 
 
+def over_runs(
+    template: nn.Module, fn: Callable[..., Any], *, randomness: str = "error"
+) -> Callable[..., Any]:
+    """Vectorise ``fn(model, *args)`` over the runs of a stacked parameter set.
+
+    Returns ``g(params, buffers, *args)``: ``params``/``buffers`` map names to tensors with
+    a leading run axis ``R`` (as :class:`TrainResult` holds them) and every ``args`` entry
+    has leading axis ``R``; ``g`` evaluates ``fn`` for every run in one vectorised program
+    (:func:`torch.func.vmap` over :func:`torch.func.functional_call`) and stacks the results
+    along a new leading axis. ``model`` is callable like ``template``. This is the batched
+    step :func:`train_runs` trains with; :meth:`TrainResult.map_runs` evaluates trained runs
+    with it.
+    """
+    if not isinstance(template, nn.Module):
+        raise TypeError(f"template must be a torch.nn.Module; got {type(template).__name__}")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable; got {type(fn).__name__}")
+    check_choice("randomness", randomness, ("error", "different", "same"))
+    base = copy.deepcopy(template).to("meta")  # structure only: parameters come per run
+
+    def one(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], *args: Any) -> Any:
+        def call(*a: Any, **k: Any) -> Any:
+            return functional_call(base, (params, buffers), a, k)
+
+        return fn(call, *args)
+
+    return vmap(one, randomness=randomness)
+
+
 def _build_models(
-    make_model: Callable[[], nn.Module], n_runs: int, seed: int, device: torch.device
+    make_model: Callable[[], nn.Module],
+    n_runs: int,
+    seed: int,
+    device: torch.device,
+    first_run: int = 0,
 ) -> list[nn.Module]:
     models = []
-    for r in range(n_runs):
+    for r in range(first_run, first_run + n_runs):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(seed, r, 0))
             model = make_model()
@@ -220,23 +274,12 @@ def _build_models(
 def _make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
     # foreach=True: one fused update over all tensors (the default only on CUDA); it makes
     # the per-run loop ~25% faster on the CPU, so the batched-vs-loop ratio stays honest.
-    if config.optimizer == "adamw":
-        return torch.optim.AdamW(
-            params,
-            lr=config.lr,
-            betas=config.betas,
-            weight_decay=config.weight_decay,
-            foreach=True,
-        )
-    if config.optimizer == "adam":
-        return torch.optim.Adam(
-            params,
-            lr=config.lr,
-            betas=config.betas,
-            weight_decay=config.weight_decay,
-            foreach=True,
-        )
-    return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
+    adam = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
+    return adam(
+        params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay, foreach=True
+    )
 
 
 def _check_finite(losses: torch.Tensor, step: int, label: str, config: TrainConfig) -> None:
@@ -295,6 +338,7 @@ def train_runs(
     device: torch.device | str | None = "cpu",
     label: str = "",
     progress: bool = True,
+    first_run: int = 0,
 ) -> TrainResult:
     """Train ``n_runs`` independent copies of a model; see the module docstring.
 
@@ -308,7 +352,7 @@ def train_runs(
         A :class:`TrainConfig`.
     seed:
         Base seed. Run ``r`` is initialised with ``derive_seed(seed, r, 0)``; the batched
-        data stream uses ``derive_seed(seed, 0, 1)``, run ``r`` of the loop uses
+        data stream uses ``derive_seed(seed, first_run, 1)``, run ``r`` of the loop uses
         ``derive_seed(seed, r, 1)``.
     eval_data:
         Optional per-run evaluation data (leading dimension ``n_runs``) passed to ``eval_fn``.
@@ -319,6 +363,10 @@ def train_runs(
         ``"cpu"`` (default), ``"cuda"``, or ``None`` for :func:`ccmc_lite.core.default_device`.
     label:
         Names the experiment in progress lines and error messages.
+    first_run:
+        Index of the first run of this call among all runs of an experiment. A sweep split
+        into shards (``first_run = 0, R_0, R_0 + R_1, ...``) initialises every run exactly as
+        one unsharded call of all runs would.
 
     Raises
     ------
@@ -326,6 +374,7 @@ def train_runs(
         If any run's loss becomes NaN or infinite; the message names the step and setting.
     """
     n_runs = check_int("n_runs", n_runs, minimum=1)
+    first_run = check_int("first_run", first_run, minimum=0)
     seed = check_seed(seed)
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
@@ -343,13 +392,15 @@ def train_runs(
                 f"got {_leading_dim(eval_data)}"
             )
     dev = resolve_device(device)
-    models = _build_models(make_model, n_runs, seed, dev)
+    models = _build_models(make_model, n_runs, seed, dev, first_run)
     template = copy.deepcopy(models[0]).to("cpu")
     runner = _train_batched if batched else _train_looped
     start = time.perf_counter()
     if eval_data is not None:
         eval_data = _to_device(eval_data, dev)
-    out = runner(models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress)
+    out = runner(
+        models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress, first_run
+    )
     seconds = time.perf_counter() - start
     params, buffers, loss, gnorm, evals, checkpoints = out
     return TrainResult(
@@ -373,32 +424,18 @@ def _stack_evals(records: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 
 
 def _train_batched(
-    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress
+    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress, first_run
 ):
     n_runs = len(models)
     params, buffers = stack_module_state(models)  # name -> (R, ...), leaf tensors
-    base = copy.deepcopy(models[0]).to("meta")
     names = list(params)
-
-    def run_loss(p, b, batch):
-        def call(*args, **kwargs):
-            return functional_call(base, (p, b), args, kwargs)
-
-        return loss_fn(call, batch)
-
-    def run_eval(p, b, step, *data):
-        def call(*args, **kwargs):
-            return functional_call(base, (p, b), args, kwargs)
-
-        return eval_fn(call, step, *data)
-
-    batched_loss = vmap(run_loss, in_dims=(0, 0, 0), randomness="different")
+    batched_loss = over_runs(models[0], loss_fn, randomness="different")
     leaves = [params[n] for n in names]
     opt = _make_optimizer(leaves, config)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(config))
     gen = torch.Generator(device=dev)
-    gen.manual_seed(derive_seed(seed, 0, 1))
-    runs = torch.arange(n_runs, device=dev)
+    gen.manual_seed(derive_seed(seed, first_run, 1))
+    runs = torch.arange(first_run, first_run + n_runs, device=dev)  # global run indices
     loss_hist = torch.empty(n_runs, config.steps)
     gnorm_hist = torch.empty(n_runs, config.steps)
     eval_steps = set(config.eval_steps())
@@ -408,13 +445,10 @@ def _train_batched(
 
     def record(step: int) -> None:
         if eval_fn is not None and step in eval_steps:
+            batched_eval = over_runs(models[0], lambda call, *data: eval_fn(call, step, *data))
             with torch.no_grad():
-                if eval_data is None:
-                    evals.append(vmap(lambda p, b: run_eval(p, b, step))(params, buffers))
-                else:
-                    evals.append(
-                        vmap(lambda p, b, d: run_eval(p, b, step, d))(params, buffers, eval_data)
-                    )
+                extra = () if eval_data is None else (eval_data,)
+                evals.append(batched_eval(params, buffers, *extra))
         if step in config.checkpoint_steps:
             checkpoints[step] = {n: t.detach().cpu().clone() for n, t in params.items()}
 
@@ -451,7 +485,7 @@ def _train_batched(
 
 
 def _train_looped(
-    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress
+    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress, first_run
 ):
     n_runs = len(models)
     loss_hist = torch.empty(n_runs, config.steps)
@@ -467,8 +501,8 @@ def _train_looped(
         opt = _make_optimizer(list(named.values()), config)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(config))
         gen = torch.Generator(device=dev)
-        gen.manual_seed(derive_seed(seed, r, 1))
-        runs = torch.tensor([r], device=dev)
+        gen.manual_seed(derive_seed(seed, first_run + r, 1))
+        runs = torch.tensor([first_run + r], device=dev)
         evals: list[dict[str, torch.Tensor]] = []
         ckpts: dict[int, dict[str, torch.Tensor]] = {}
 

@@ -4,19 +4,10 @@
 Exercise checkers: :mod:`ccmc_lite.lens.exercises`.
 """
 
-from __future__ import annotations
-
-from .coarse import (
-    coarse_gap,
-    coarse_predictor,
-    conditional_entropy,
-    ngram_levels,
-)
+# The public names of every module, in the order of the book (and of the API page).
+from . import coarse
+from .coarse import *  # noqa: F403
 
 __all__ = [
-    # coarse
-    "coarse_gap",
-    "coarse_predictor",
-    "conditional_entropy",
-    "ngram_levels",
+    *coarse.__all__,
 ]

@@ -10,13 +10,11 @@ own chain, with the low-variance loss :func:`ccmc_lite.markov.kernel_loss`.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.func import functional_call, vmap
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
@@ -101,11 +99,7 @@ class MarkovRuns:
 
     def params_at(self, step: int | None = None) -> dict[str, torch.Tensor]:
         """Stacked parameters ``name -> (R, ...)`` after ``step`` updates (default: final)."""
-        if step is None:
-            return self.result.params
-        if step not in self.result.checkpoints:
-            raise ValueError(f"step must be one of {self.checkpoint_steps}; got {step}")
-        return self.result.checkpoints[step]
+        return self.result.params_at(step)
 
     def module(self, run: int, step: int | None = None) -> MarkovTransformer:
         """A standalone copy of one run's model, for inspection (no gradients)."""
@@ -119,41 +113,24 @@ class MarkovRuns:
         gen = torch_generator(derive_seed(check_seed(seed), 7))
         return sample_chains(self.kernels, n_test, self.options["N"], generator=gen)
 
-    def _vmapped(self, fn):
-        base = copy.deepcopy(self.result.template).to("meta")
-
-        def one(params, *args):
-            def call(*a, **k):
-                return functional_call(base, params, a, k)
-
-            return fn(call, *args)
-
-        return vmap(one)
-
     def test_losses(
         self, *, n_test: int = 64, seed: int = 0, steps: Sequence[int] | None = None
     ) -> tuple[list[int], torch.Tensor]:
         """Test loss (eq. (1), scored against the true kernel) at checkpoints: ``(R, S)``."""
         steps = self.checkpoint_steps if steps is None else [int(s) for s in steps]
         x = self.test_sequences(n_test, seed)  # (R, n_test, N)
-        fn = self._vmapped(kernel_loss)
-        out = []
-        with torch.no_grad():
-            for s in steps:
-                params = {k: v.to(torch.float32) for k, v in self.params_at(s).items()}
-                out.append(fn(params, x, self.kernels.to(torch.float32)))
-        return steps, torch.stack(out, -1).to(torch.float64)
+        P = self.kernels.to(torch.float32)  # (R, K, K)
+        out = [self.result.map_runs(kernel_loss, x, P, step=s, dtype=torch.float32) for s in steps]
+        return steps, torch.stack(out, -1).to(torch.float64)  # (R, S)
 
     def probabilities(
         self, *, n_test: int = 16, seed: int = 0, step: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Predicted next-token laws on test sequences: ``(x, probs)`` of shapes
         ``(R, n_test, N)`` and ``(R, n_test, N, K)``."""
-        x = self.test_sequences(n_test, seed)
-        fn = self._vmapped(lambda call, xs: call(xs).exp())
-        with torch.no_grad():
-            probs = fn(self.params_at(step), x)
-        return x, probs.to(torch.float64)
+        x = self.test_sequences(n_test, seed)  # (R, n_test, N)
+        probs = self.result.map_runs(lambda call, xs: call(xs).exp(), x, step=step)
+        return x, probs.to(torch.float64)  # (R, n_test, N, K)
 
 
 def train_markov(
@@ -193,10 +170,10 @@ def train_markov(
     progress : bool
         Print text progress lines.
     chunk_size : int, optional
-        Train at most this many runs per batched program (consecutive chunks of runs; chunk
-        ``c`` uses the seed ``derive_seed(seed, c)``). Only needed where one program of all
-        runs does not fit in memory (the paper profile at ``N = 1024``); ``None``: one
-        program.
+        Train at most this many runs per batched program (consecutive chunks of runs). Every
+        run is initialised as in one program of all runs (``derive_seed(seed, r, 0)`` for
+        run ``r``); each chunk draws its data from its own stream. Only needed where one
+        program of all runs does not fit in memory; ``None``: one program.
     device : optional
         Where to train (``"cpu"`` default; ``None`` picks CUDA when available).
 
@@ -227,21 +204,17 @@ def train_markov(
     R = int(P.shape[0])
     size = R if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
     parts = []
-    for c, start in enumerate(range(0, R, size)):
+    for start in range(0, R, size):
         stop = min(start + size, R)
-        offset = start
-
-        def chunk_batch(step: int, runs: torch.Tensor, gen: torch.Generator, offset=offset):
-            return batch_fn(step, runs + offset, gen)
-
         parts.append(
             train_runs(
                 make_model,
                 next_token_loss,
-                chunk_batch,
+                batch_fn,
                 n_runs=stop - start,
                 config=config,
-                seed=seed if size >= R else derive_seed(seed, c),
+                seed=seed,
+                first_run=start,
                 batched=batched,
                 label=setting if size >= R else f"{setting} [runs {start}-{stop - 1}]",
                 progress=progress,

@@ -13,154 +13,21 @@ The chain quantities shared with the other parts (:func:`~ccmc_lite.core.entropy
 are importable from here too.
 """
 
-from __future__ import annotations
-
-from ..core.chains import (
-    entropy as entropy,
-)
-from ..core.chains import (
-    stationary_distribution as stationary_distribution,
-)
-from .data import (
-    NGramBatch,
-    NGramTask,
-    dirichlet,
-    dirichlet_mean_entropy,
-    flatten_transitions,
-    history_codes,
-    lifted_stationary,
-    lifted_transition_matrix,
-    log_uniform,
-    next_token_probs,
-    sample_batch,
-    sample_sequences,
-    sample_transitions,
-    sample_urn,
-    suffix_conditional,
-)
-from .estimators import (
-    bayes_predictor,
-    contiguous_offsets,
-    cross_entropy,
-    estimator_losses,
-    kgram_counts,
-    kgram_estimator,
-    subset_counts,
-    subset_estimator,
-)
-from .landscape import (
-    GradientNorm,
-    SuffixModel,
-    exact_population_gradient,
-    fit_theorem42,
-    flat_gradient,
-    gradient_blocks,
-    gradient_norm,
-    lemma31_gradient,
-    next_token_loss,
-    sequence_law,
-    statistical_term,
-    suffix_law,
-    theorem42_trend,
-)
-from .models import (
-    AttentionOnlyTransformer,
-    SimplifiedTransformer,
-    causal_softmax,
-    construction_limit,
-    first_layer_attention,
-    load_parameters,
-    offsets_for_k,
-    theta_star,
-    theta_star_all_heads,
-    theta_star_subset,
-)
-from .plateaus import (
-    Plateau,
-    detect_plateaus,
-    escape_step,
-    first_offsets,
-    formation_step,
-    moving_average,
-    nearest_level,
-    offset_attention,
-)
-from .stagewise import (
-    NGramStream,
-    checkpoint_gradient_norms,
-    kgram_levels,
-    make_eval_fn,
-    make_loss_fn,
-    make_test_set,
-    plot_attention_maps,
-)
+# The public names of every module, in the order of the book (and of the API page).
+from ..core.chains import entropy as entropy, stationary_distribution as stationary_distribution
+from . import data, estimators, models, landscape, stagewise, plateaus
+from .data import *  # noqa: F403
+from .estimators import *  # noqa: F403
+from .models import *  # noqa: F403
+from .landscape import *  # noqa: F403
+from .stagewise import *  # noqa: F403
+from .plateaus import *  # noqa: F403
 
 __all__ = [
-    # data
-    "NGramBatch",
-    "NGramTask",
-    "dirichlet",
-    "dirichlet_mean_entropy",
-    "flatten_transitions",
-    "history_codes",
-    "lifted_stationary",
-    "lifted_transition_matrix",
-    "log_uniform",
-    "next_token_probs",
-    "sample_batch",
-    "sample_sequences",
-    "sample_transitions",
-    "sample_urn",
-    "suffix_conditional",
-    # estimators
-    "bayes_predictor",
-    "contiguous_offsets",
-    "cross_entropy",
-    "estimator_losses",
-    "kgram_counts",
-    "kgram_estimator",
-    "subset_counts",
-    "subset_estimator",
-    # models
-    "AttentionOnlyTransformer",
-    "SimplifiedTransformer",
-    "causal_softmax",
-    "construction_limit",
-    "first_layer_attention",
-    "load_parameters",
-    "offsets_for_k",
-    "theta_star",
-    "theta_star_all_heads",
-    "theta_star_subset",
-    # landscape
-    "GradientNorm",
-    "SuffixModel",
-    "exact_population_gradient",
-    "fit_theorem42",
-    "flat_gradient",
-    "gradient_blocks",
-    "gradient_norm",
-    "lemma31_gradient",
-    "next_token_loss",
-    "sequence_law",
-    "statistical_term",
-    "suffix_law",
-    "theorem42_trend",
-    # stagewise
-    "NGramStream",
-    "checkpoint_gradient_norms",
-    "kgram_levels",
-    "make_eval_fn",
-    "make_loss_fn",
-    "make_test_set",
-    "plot_attention_maps",
-    # plateaus
-    "Plateau",
-    "detect_plateaus",
-    "escape_step",
-    "first_offsets",
-    "formation_step",
-    "moving_average",
-    "nearest_level",
-    "offset_attention",
+    *data.__all__,
+    *estimators.__all__,
+    *models.__all__,
+    *landscape.__all__,
+    *stagewise.__all__,
+    *plateaus.__all__,
 ]
