@@ -38,3 +38,24 @@ def test_chapter_executes_cleanly(path, chapter_timings):
 
 def test_chapter_list_is_not_empty():
     assert CHAPTERS, "no executable chapters found in _toc.yml"
+
+
+GLUE_KEY = re.compile(r"""\bglue\(\s*f?(["'])(.*?)\1""")
+KEY_STYLE = re.compile(r"^(p[1-3]c\d|cl)_(?:[A-Za-z0-9_]|\{[^}]*\})+$")  # {...}: f-string parts
+
+
+@pytest.mark.parametrize(
+    "path", CHAPTERS, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in CHAPTERS]
+)
+def test_chapter_follows_the_cell_and_glue_policies(path):
+    """Visible imports, no removed cells, ccmc_lite.glue (not myst-nb), one glue key style."""
+    text = path.read_text(encoding="utf-8")
+    for tag in ("remove-cell", "remove-input"):
+        assert tag not in text, f"{path.name} hides code with {tag}; use hide-input"
+    assert "myst_nb" not in text, f"{path.name} imports myst_nb; use ccmc_lite.glue"
+    keys = [m.group(2) for m in GLUE_KEY.finditer(text)]
+    bad = [k for k in keys if not KEY_STYLE.match(k)]
+    assert not bad, f"{path.name}: glue keys not in the p<part>c<chapter>_name style: {bad}"
+    if keys:
+        prefixes = {k.split("_", 1)[0] for k in keys}
+        assert len(prefixes) == 1, f"{path.name} mixes glue prefixes {sorted(prefixes)}"
