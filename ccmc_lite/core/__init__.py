@@ -5,6 +5,8 @@ Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 (CPU by default, CUDA when present), :mod:`~ccmc_lite.core.profiles` (the ``book``/``paper``
 switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for all parts),
 :mod:`~ccmc_lite.core.training` (R independent runs as one batched program),
+:mod:`~ccmc_lite.core.sweeps` (sweeps as shards for any executor, Dask included),
+:mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package),
 :mod:`~ccmc_lite.core.progress` (a text progress bar), :mod:`~ccmc_lite.core.plotting`
 (one figure style), :mod:`~ccmc_lite.core.checking` (the exercise-checker engine) and
 :mod:`~ccmc_lite.core.gluing` (numbers from code into the book's prose).
@@ -20,6 +22,8 @@ from . import (
     profiles,
     chains,
     training,
+    sweeps,
+    stored,
     progress,
     plotting,
     checking,
@@ -31,6 +35,8 @@ from .devices import *  # noqa: F403
 from .profiles import *  # noqa: F403
 from .chains import *  # noqa: F403
 from .training import *  # noqa: F403
+from .sweeps import *  # noqa: F403
+from .stored import *  # noqa: F403
 from .progress import *  # noqa: F403
 from .plotting import *  # noqa: F403
 from .checking import *  # noqa: F403
@@ -43,6 +49,8 @@ __all__ = [
     *profiles.__all__,
     *chains.__all__,
     *training.__all__,
+    *sweeps.__all__,
+    *stored.__all__,
     *progress.__all__,
     *plotting.__all__,
     *checking.__all__,

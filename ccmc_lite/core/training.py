@@ -18,9 +18,10 @@ Conventions
     builds one freshly initialised :class:`torch.nn.Module`; run ``r`` is built under the
     seed ``derive_seed(seed, r, 0)``, so a run's initialisation does not depend on ``R``.
 ``batch_fn(step, runs, generator)``
-    returns the training batch for all runs in ``runs`` (a ``long`` tensor of run indices,
-    shape ``(R,)``, counted from ``first_run``): a tensor, or a tuple/dict of tensors, each
-    with leading dimension ``R``.
+    returns the training batch for all runs in ``runs`` (a CPU ``long`` tensor of run
+    indices, shape ``(R,)``, counted from ``first_run``; ``generator`` is a CPU generator,
+    so the data are the same on every device): a tensor, or a tuple/dict of tensors, each
+    with leading dimension ``R``. The trainer moves the batch to the training device.
 ``loss_fn(model, batch)``
     the loss of one run on its slice of the batch (leading ``R`` axis removed); ``model``
     is callable like the module. It must return a scalar tensor.
@@ -152,7 +153,8 @@ class TrainResult:
     params, buffers : dict
         Final stacked parameters and buffers, ``name -> (R, ...)``.
     loss : Tensor
-        Training loss of each update's forward pass, shape ``(R, steps)``.
+        Training loss of each update's forward pass, shape ``(R, steps)`` (``(R, stop_after)``
+        for a prefix).
     grad_norm : Tensor
         Each run's gradient norm before clipping, shape ``(R, steps)``.
     eval_steps : list of int
@@ -339,6 +341,7 @@ def train_runs(
     label: str = "",
     progress: bool = True,
     first_run: int = 0,
+    stop_after: int | None = None,
 ) -> TrainResult:
     """Train ``n_runs`` independent copies of a model; see the module docstring.
 
@@ -367,6 +370,10 @@ def train_runs(
         Index of the first run of this call among all runs of an experiment. A sweep split
         into shards (``first_run = 0, R_0, R_0 + R_1, ...``) initialises every run exactly as
         one unsharded call of all runs would.
+    stop_after:
+        Train only the first ``stop_after`` updates of the schedule (the learning rate
+        still follows ``config.steps``): a short prefix of a long run, to check that a
+        stored run still reproduces. ``None``: all ``config.steps``.
 
     Raises
     ------
@@ -378,6 +385,9 @@ def train_runs(
     seed = check_seed(seed)
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
+    n_steps = config.steps
+    if stop_after is not None:
+        n_steps = check_int("stop_after", stop_after, minimum=1, maximum=config.steps)
     for name, fn in (("make_model", make_model), ("loss_fn", loss_fn), ("batch_fn", batch_fn)):
         if not callable(fn):
             raise TypeError(f"{name} must be callable; got {type(fn).__name__}")
@@ -399,7 +409,18 @@ def train_runs(
     if eval_data is not None:
         eval_data = _to_device(eval_data, dev)
     out = runner(
-        models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress, first_run
+        models,
+        loss_fn,
+        batch_fn,
+        eval_fn,
+        eval_data,
+        config,
+        seed,
+        dev,
+        label,
+        progress,
+        first_run,
+        n_steps,
     )
     seconds = time.perf_counter() - start
     params, buffers, loss, gnorm, evals, checkpoints = out
@@ -408,7 +429,7 @@ def train_runs(
         buffers=buffers,
         loss=loss,
         grad_norm=gnorm,
-        eval_steps=config.eval_steps(),
+        eval_steps=[s for s in config.eval_steps() if s <= n_steps],
         evals=evals,
         checkpoints=checkpoints,
         seconds=seconds,
@@ -424,7 +445,18 @@ def _stack_evals(records: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 
 
 def _train_batched(
-    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress, first_run
+    models,
+    loss_fn,
+    batch_fn,
+    eval_fn,
+    eval_data,
+    config,
+    seed,
+    dev,
+    label,
+    progress,
+    first_run,
+    n_steps,
 ):
     n_runs = len(models)
     params, buffers = stack_module_state(models)  # name -> (R, ...), leaf tensors
@@ -433,15 +465,15 @@ def _train_batched(
     leaves = [params[n] for n in names]
     opt = _make_optimizer(leaves, config)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(config))
-    gen = torch.Generator(device=dev)
+    gen = torch.Generator()  # data are drawn on the CPU (same numbers on every device)
     gen.manual_seed(derive_seed(seed, first_run, 1))
-    runs = torch.arange(first_run, first_run + n_runs, device=dev)  # global run indices
-    loss_hist = torch.empty(n_runs, config.steps)
-    gnorm_hist = torch.empty(n_runs, config.steps)
+    runs = torch.arange(first_run, first_run + n_runs)  # global run indices
+    loss_hist = torch.empty(n_runs, n_steps)
+    gnorm_hist = torch.empty(n_runs, n_steps)
     eval_steps = set(config.eval_steps())
     evals: list[dict[str, torch.Tensor]] = []
     checkpoints: dict[int, dict[str, torch.Tensor]] = {}
-    bar = TextProgress(config.steps, label=label, updates=config.progress_updates, enabled=progress)
+    bar = TextProgress(n_steps, label=label, updates=config.progress_updates, enabled=progress)
 
     def record(step: int) -> None:
         if eval_fn is not None and step in eval_steps:
@@ -453,8 +485,8 @@ def _train_batched(
             checkpoints[step] = {n: t.detach().cpu().clone() for n, t in params.items()}
 
     record(0)
-    for step in range(config.steps):
-        batch = batch_fn(step, runs, gen)
+    for step in range(n_steps):
+        batch = _to_device(batch_fn(step, runs, gen), dev)
         if _leading_dim(batch) != n_runs:
             raise ValueError(
                 f"batch_fn must return tensors with leading dimension n_runs={n_runs}; "
@@ -485,24 +517,35 @@ def _train_batched(
 
 
 def _train_looped(
-    models, loss_fn, batch_fn, eval_fn, eval_data, config, seed, dev, label, progress, first_run
+    models,
+    loss_fn,
+    batch_fn,
+    eval_fn,
+    eval_data,
+    config,
+    seed,
+    dev,
+    label,
+    progress,
+    first_run,
+    n_steps,
 ):
     n_runs = len(models)
-    loss_hist = torch.empty(n_runs, config.steps)
-    gnorm_hist = torch.empty(n_runs, config.steps)
+    loss_hist = torch.empty(n_runs, n_steps)
+    gnorm_hist = torch.empty(n_runs, n_steps)
     eval_steps = set(config.eval_steps())
     per_run_evals: list[list[dict[str, torch.Tensor]]] = []
     per_run_ckpt: list[dict[int, dict[str, torch.Tensor]]] = []
     bar = TextProgress(
-        config.steps * n_runs, label=label, updates=config.progress_updates, enabled=progress
+        n_steps * n_runs, label=label, updates=config.progress_updates, enabled=progress
     )
     for r, model in enumerate(models):
         named = dict(model.named_parameters())
         opt = _make_optimizer(list(named.values()), config)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(config))
-        gen = torch.Generator(device=dev)
+        gen = torch.Generator()  # data are drawn on the CPU (same numbers on every device)
         gen.manual_seed(derive_seed(seed, first_run + r, 1))
-        runs = torch.tensor([first_run + r], device=dev)
+        runs = torch.tensor([first_run + r])
         evals: list[dict[str, torch.Tensor]] = []
         ckpts: dict[int, dict[str, torch.Tensor]] = {}
 
@@ -519,8 +562,8 @@ def _train_looped(
                 ckpts[step] = {n: t.detach().cpu().clone() for n, t in named.items()}
 
         record(0)
-        for step in range(config.steps):
-            batch = _slice_batch(batch_fn(step, runs, gen), 0)
+        for step in range(n_steps):
+            batch = _to_device(_slice_batch(batch_fn(step, runs, gen), 0), dev)
             loss = loss_fn(model, batch)
             if loss.ndim != 0:
                 raise ValueError(f"loss_fn must return a scalar; got shape {tuple(loss.shape)}")
@@ -538,7 +581,7 @@ def _train_looped(
             loss_hist[r, step] = loss.detach().cpu()
             gnorm_hist[r, step] = gnorm.detach().cpu()
             record(step + 1)
-            bar.update(r * config.steps + step + 1, loss=float(loss_hist[r, step]))
+            bar.update(r * n_steps + step + 1, loss=float(loss_hist[r, step]))
         per_run_evals.append(evals)
         per_run_ckpt.append(ckpts)
     params = {

@@ -20,7 +20,7 @@ from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
 from ..core.training import TrainConfig, TrainResult, train_runs
 from ..core.validation import check_int, check_seed
-from .kernels import check_kernel, sample_chains
+from .kernels import binary_kernel, check_kernel, sample_chains, symmetric_kernel
 from .model import (
     MarkovTransformer,
     check_model_options,
@@ -33,6 +33,7 @@ __all__ = [
     "attention_ratio",
     "markov_config",
     "plot_pq_grid",
+    "sweep_task",
     "train_markov",
     "unigram_gap",
     "zero_position_probs",
@@ -145,6 +146,8 @@ def train_markov(
     progress: bool = True,
     chunk_size: int | None = None,
     device: torch.device | str | None = "cpu",
+    first_run: int = 0,
+    stop_after: int | None = None,
 ) -> MarkovRuns:
     """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
 
@@ -176,6 +179,12 @@ def train_markov(
         program of all runs does not fit in memory; ``None``: one program.
     device : optional
         Where to train (``"cpu"`` default; ``None`` picks CUDA when available).
+    first_run : int
+        Index of the first kernel's run in a larger sweep (see
+        :func:`~ccmc_lite.core.train_runs`): run ``first_run + r`` keeps its initialisation
+        whichever shard trains it.
+    stop_after : int, optional
+        Train only this many updates of the schedule (a prefix; see ``train_runs``).
 
     Raises
     ------
@@ -197,7 +206,7 @@ def train_markov(
         return MarkovTransformer(**opts)
 
     def batch_fn(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        idx = runs.cpu()  # (R,) run indices into the kernels
+        idx = runs.cpu() - first_run  # (R,) global run indices -> rows of the kernels
         return sample_chains(P[idx], batch_size, N + 1, generator=gen, init=pi[idx])
 
     setting = f"{label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})".strip()
@@ -214,7 +223,8 @@ def train_markov(
                 n_runs=stop - start,
                 config=config,
                 seed=seed,
-                first_run=start,
+                first_run=first_run + start,
+                stop_after=stop_after,
                 batched=batched,
                 label=setting if size >= R else f"{setting} [runs {start}-{stop - 1}]",
                 progress=progress,
@@ -383,3 +393,73 @@ def plot_pq_grid(
     if colorbar_label:
         cb.set_label(colorbar_label)
     return im
+
+
+def sweep_task(
+    settings: dict[str, Any],
+    runs: list[dict[str, Any]],
+    *,
+    first_run: int,
+    seed: int,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Train a shard of a Markov sweep (a task for :class:`ccmc_lite.core.Sweep`).
+
+    ``settings`` (shared by the shard): ``K``, ``d``, ``N``, ``batch``, ``steps``, ``lr``,
+    ``tied``, and optionally ``depth``, ``layer_norm``, ``weight_decay`` (default
+    ``1e-3``), ``eval_every`` (default ``steps // 40``), ``n_test`` (default 64),
+    ``head`` (training losses kept per run, default 20) and ``stop_after``. ``runs``: one
+    dict per run with ``p`` and, for ``K = 2``, ``q`` (kernel :func:`binary_kernel`);
+    for ``K > 2``, ``p`` of :func:`symmetric_kernel`. The optimiser is the paper's
+    (:func:`markov_config`: AdamW(0.9, 0.95), cosine schedule).
+
+    Returns per run: ``test_loss`` at the checkpoints (``(R, S)``, scored against the true
+    kernel on ``n_test`` sequences), ``gap`` (:func:`unigram_gap` of the final test loss),
+    ``entropy_rate`` and ``unigram_entropy`` of the kernel, ``train_loss_head`` (the first
+    ``head`` training losses, for reproduction checks); ``shared["eval_steps"]``.
+    """
+    K = check_int("settings['K']", settings.get("K", 2), minimum=2)
+    if K == 2:
+        kernels = torch.stack([binary_kernel(r["p"], r["q"]) for r in runs])
+    else:
+        kernels = torch.stack([symmetric_kernel(K, r["p"]) for r in runs])
+    steps = check_int("settings['steps']", settings["steps"], minimum=1)
+    eval_every = settings.get("eval_every", max(steps // 40, 1))
+    options = {
+        "K": K,
+        "d": settings["d"],
+        "N": settings["N"],
+        "tied": settings["tied"],
+        "depth": settings.get("depth", 1),
+        "layer_norm": settings.get("layer_norm", False),
+    }
+    result = train_markov(
+        kernels,
+        model_options=options,
+        config=markov_config(
+            steps,
+            lr=settings["lr"],
+            eval_every=eval_every,
+            weight_decay=settings.get("weight_decay", 1e-3),
+        ),
+        seed=seed,
+        batch_size=settings["batch"],
+        progress=False,
+        device=device,
+        first_run=first_run,
+        stop_after=settings.get("stop_after"),
+    )
+    head = min(int(settings.get("head", 20)), result.result.loss.shape[1])
+    out: dict[str, Any] = {
+        "train_loss_head": result.result.loss[:, :head].double().numpy(),
+        "entropy_rate": entropy_rate(kernels).numpy(),
+        "unigram_entropy": unigram_entropy(kernels).numpy(),
+    }
+    if settings.get("stop_after") is None:
+        steps_done, losses = result.test_losses(
+            n_test=settings.get("n_test", 64), seed=settings.get("test_seed", 7)
+        )
+        out["test_loss"] = losses.numpy()  # (R, S)
+        out["gap"] = unigram_gap(losses[:, -1], kernels).numpy()
+        out["shared"] = {"eval_steps": steps_done}
+    return out

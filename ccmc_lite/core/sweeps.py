@@ -1,0 +1,302 @@
+"""Sweeps as lists of shards that any executor can run: in-process, Dask, a cluster.
+
+The papers' figures are sweeps: Makkuva et al. (2024, Fig. 4) train five runs per cell of a
+``(p, q)`` grid, tied and untied; the ``K``-state threshold and the ``(T, α)`` plateau study
+of the book are sweeps too. A :class:`Sweep` states one once: a *task* (an importable
+function that trains a group of runs as one batched program), settings shared by every
+run, and one small settings record per run. :meth:`Sweep.shards` cuts it into
+:class:`Shard` objects — plain, picklable data — and :func:`run_sweep` runs them:
+
+* ``executor=None`` (default): one after another in this process (each shard batched);
+* any object with ``submit(fn, *args) -> future`` whose futures have ``.result()``:
+  :class:`concurrent.futures.ProcessPoolExecutor` (with the ``"spawn"`` start method: a
+  forked child of a process running torch threads can deadlock), or a
+  ``dask.distributed.Client``
+  (a ``LocalCluster`` on one machine, or a SLURM/PBS/Kubernetes cluster through the
+  Dask ecosystem, e.g. ``dask_jobqueue.SLURMCluster``).
+
+Sharding never changes a run: run ``r`` of the sweep is initialised from
+``derive_seed(seed, r, 0)`` whichever shard trains it (the task passes ``first_run`` on to
+:func:`~ccmc_lite.core.train_runs`); each shard draws its training data from its own stream
+``derive_seed(seed, first_run, 1)``. The results of all shards are concatenated in sweep
+order into one :class:`SweepResult`, which :mod:`~ccmc_lite.core.stored` saves.
+
+A task has the signature ``task(settings, runs, *, first_run, seed, device) -> dict``: it
+returns arrays whose leading axis is the run (``len(runs)``) and, under the key
+``"shared"``, a dict of values common to all runs (e.g. the evaluation steps).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .devices import resolve_device
+from .validation import check_int, check_seed
+
+__all__ = ["Shard", "Sweep", "SweepResult", "run_shard", "run_sweep"]
+
+
+def _resolve_task(task: str) -> Callable[..., dict[str, Any]]:
+    """Import ``"package.module:function"``; raise ``ValueError`` when it does not exist."""
+    if not isinstance(task, str):
+        raise TypeError(f"task must be a 'module:function' string; got {type(task).__name__}")
+    module_name, sep, name = task.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"task must look like 'package.module:function'; got {task!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"task module {module_name!r} cannot be imported ({err})") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ValueError(f"task {task!r}: {module_name} has no function {name!r}")
+    return fn
+
+
+def _json_ready(value: Any, what: str) -> Any:
+    """Check that settings are plain JSON data (they travel to workers and into files)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{what} must be plain JSON data (numbers, strings, lists); {err}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A group of consecutive runs of a sweep, trained together as one batched program.
+
+    Attributes
+    ----------
+    task : str
+        ``"package.module:function"`` that trains the runs (importable on every worker).
+    settings : dict
+        Settings shared by every run of the sweep.
+    runs : tuple of dict
+        Per-run settings of the runs in this shard.
+    first_run : int
+        Index of ``runs[0]`` in the whole sweep.
+    seed : int
+        The sweep's base seed.
+    device : str
+        Where the shard trains (``"cpu"``, ``"cuda"``, ...).
+    """
+
+    task: str
+    settings: Mapping[str, Any]
+    runs: tuple[Mapping[str, Any], ...]
+    first_run: int
+    seed: int
+    device: str = "cpu"
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+
+def run_shard(shard: Shard) -> dict[str, Any]:
+    """Train one shard; return its arrays (leading axis: run), ``"shared"`` values and time.
+
+    This is the function an executor runs (it is picklable, and so is a shard).
+    """
+    if not isinstance(shard, Shard):
+        raise TypeError(f"shard must be a Shard; got {type(shard).__name__}")
+    fn = _resolve_task(shard.task)
+    start = time.perf_counter()
+    out = fn(
+        dict(shard.settings),
+        [dict(r) for r in shard.runs],
+        first_run=shard.first_run,
+        seed=shard.seed,
+        device=shard.device,
+    )
+    if not isinstance(out, dict):
+        raise TypeError(f"task {shard.task} must return a dict; got {type(out).__name__}")
+    arrays = {}
+    for key, value in out.items():
+        if key == "shared":
+            continue
+        arr = np.asarray(value)
+        if arr.ndim == 0 or arr.shape[0] != shard.n_runs:
+            raise ValueError(
+                f"task {shard.task} returned {key!r} of shape {arr.shape}; expected a leading "
+                f"run axis of length {shard.n_runs}"
+            )
+        arrays[key] = arr
+    return {
+        "arrays": arrays,
+        "shared": dict(out.get("shared", {})),
+        "seconds": time.perf_counter() - start,
+        "first_run": shard.first_run,
+    }
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep stated once: a task, shared settings, one settings record per run, a seed.
+
+    Parameters
+    ----------
+    name : str
+        Names the sweep in files and progress lines.
+    task : str
+        ``"package.module:function"`` (see the module docstring for its signature).
+    settings : dict
+        Settings shared by every run (plain JSON data).
+    runs : sequence of dict
+        One record per run (e.g. ``{"p": 0.5, "q": 0.8, "tied": True}``), in sweep order.
+    seed : int
+        Base seed: run ``r`` is initialised from ``derive_seed(seed, r, 0)``.
+    """
+
+    name: str
+    task: str
+    settings: Mapping[str, Any]
+    runs: tuple[Mapping[str, Any], ...]
+    seed: int
+
+    def __init__(
+        self,
+        name: str,
+        task: str,
+        settings: Mapping[str, Any],
+        runs: Sequence[Mapping[str, Any]],
+        seed: int,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty string; got {name!r}")
+        _resolve_task(task)
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"settings must be a mapping; got {type(settings).__name__}")
+        if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
+            raise TypeError(f"runs must be a sequence of dicts; got {type(runs).__name__}")
+        if not runs:
+            raise ValueError("runs must hold at least one run")
+        for i, r in enumerate(runs):
+            if not isinstance(r, Mapping):
+                raise TypeError(f"runs[{i}] must be a dict of settings; got {type(r).__name__}")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "settings", _json_ready(dict(settings), "settings"))
+        object.__setattr__(
+            self, "runs", tuple(_json_ready(dict(r), f"runs[{i}]") for i, r in enumerate(runs))
+        )
+        object.__setattr__(self, "seed", check_seed(seed))
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+    def shards(self, shard_size: int | None = None, *, device: Any = "cpu") -> list[Shard]:
+        """Consecutive shards of at most ``shard_size`` runs (``None``: one shard)."""
+        size = self.n_runs if shard_size is None else check_int("shard_size", shard_size, minimum=1)
+        dev = str(resolve_device(device))
+        return [
+            Shard(
+                task=self.task,
+                settings=self.settings,
+                runs=self.runs[start : start + size],
+                first_run=start,
+                seed=self.seed,
+                device=dev,
+            )
+            for start in range(0, self.n_runs, size)
+        ]
+
+
+@dataclass
+class SweepResult:
+    """The gathered results of a sweep: arrays with a leading run axis, in sweep order.
+
+    Attributes
+    ----------
+    sweep : Sweep
+        What was run.
+    arrays : dict
+        ``name -> ndarray`` with leading axis ``n_runs``.
+    shared : dict
+        Values common to all runs (from the first shard; every shard must agree).
+    seconds : float
+        Wall time of :func:`run_sweep`.
+    shard_seconds : list of float
+        Time each shard took on its worker.
+    """
+
+    sweep: Sweep
+    arrays: dict[str, np.ndarray]
+    shared: dict[str, Any]
+    seconds: float
+    shard_seconds: list[float] = field(default_factory=list)
+
+    def select(self, **match: Any) -> np.ndarray:
+        """Indices of the runs whose settings equal every ``key=value`` given."""
+        for key in match:
+            if not any(key in r for r in self.sweep.runs):
+                raise ValueError(f"no run has the setting {key!r}")
+        hits = [
+            i for i, r in enumerate(self.sweep.runs) if all(r.get(k) == v for k, v in match.items())
+        ]
+        return np.asarray(hits, dtype=int)
+
+
+def run_sweep(
+    sweep: Sweep,
+    *,
+    shard_size: int | None = None,
+    executor: Any = None,
+    device: Any = "cpu",
+) -> SweepResult:
+    """Run every shard of ``sweep`` and gather the results in sweep order.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The sweep.
+    shard_size : int, optional
+        Runs per shard (``None``: one shard of every run — one batched program).
+    executor : optional
+        ``None`` runs the shards here, one after another. Otherwise anything with
+        ``submit(fn, *args)`` returning futures with ``.result()``: a
+        :class:`concurrent.futures.Executor` or a ``dask.distributed.Client``.
+    device : optional
+        ``"cpu"`` (default), ``"cuda"``, or ``None`` for CUDA when available.
+    """
+    if not isinstance(sweep, Sweep):
+        raise TypeError(f"sweep must be a Sweep; got {type(sweep).__name__}")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError(
+            "executor must have a submit(fn, *args) method (concurrent.futures or "
+            f"dask.distributed.Client); got {type(executor).__name__}"
+        )
+    shards = sweep.shards(shard_size, device=device)
+    start = time.perf_counter()
+    if executor is None:
+        parts = [run_shard(s) for s in shards]
+    else:
+        futures = [executor.submit(run_shard, s) for s in shards]
+        parts = [f.result() for f in futures]
+    seconds = time.perf_counter() - start
+    parts.sort(key=lambda p: p["first_run"])
+    keys = parts[0]["arrays"].keys()
+    shared = json.dumps(parts[0]["shared"], sort_keys=True, default=str)
+    for p in parts[1:]:
+        if p["arrays"].keys() != keys:
+            raise ValueError("shards returned different result names; the task is inconsistent")
+        if json.dumps(p["shared"], sort_keys=True, default=str) != shared:
+            raise ValueError("shards returned different 'shared' values; the task is inconsistent")
+    arrays = {k: np.concatenate([p["arrays"][k] for p in parts]) for k in keys}
+    return SweepResult(
+        sweep=sweep,
+        arrays=arrays,
+        shared=parts[0]["shared"],
+        seconds=seconds,
+        shard_seconds=[p["seconds"] for p in parts],
+    )
