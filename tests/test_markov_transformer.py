@@ -188,3 +188,40 @@ def test_batched_and_looped_training_agree_on_the_same_data():
     assert torch.allclose(a.loss, b.loss, atol=1e-5)
     for name in a.params:
         assert torch.allclose(a.params[name], b.params[name], atol=1e-5)
+
+
+def _full_attention(q, k, v):
+    T = q.shape[-2]
+    mask = torch.full((T, T), float("-inf"), dtype=q.dtype).triu(1)
+    return torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1) @ v
+
+
+@pytest.mark.parametrize("T", [1, 5, 64, 65, 130, 300])
+def test_blocked_causal_attention_equals_the_full_matrix_and_sdpa(T):
+    from ccmc_lite.markov import causal_attention
+
+    g = torch.Generator().manual_seed(T)
+    q, k, v = (torch.randn(3, T, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    blocked = causal_attention(q, k, v, block=64)
+    full = _full_attention(q, k, v)
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
+    torch.testing.assert_close(blocked, full, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(fused, full, rtol=1e-13, atol=1e-13)
+    w = torch.randn(3, T, 4, generator=g, dtype=torch.float64)
+    grads_blocked = torch.autograd.grad((blocked * w).sum(), (q, k, v))
+    grads_full = torch.autograd.grad((full * w).sum(), (q, k, v))
+    for a, b in zip(grads_blocked, grads_full, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_blocked_attention_under_vmap_matches_each_run():
+    from torch.func import vmap
+
+    from ccmc_lite.markov import causal_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 150, 4, generator=g) for _ in range(3))  # (R, B, T, m)
+    batched = vmap(lambda a, b, c: causal_attention(a, b, c, block=32))(q, k, v)
+    for r in range(2):
+        torch.testing.assert_close(batched[r], _full_attention(q[r], k[r], v[r]))

@@ -6,8 +6,8 @@ with ``python3 dev.py paper-runs``, and stores what they produce as small JSON f
 ``ccmc_lite/data/paper_runs/``: per-run curves and final numbers, the exact settings and
 seed, the package and torch versions, the date, the machine, the device and the wall time.
 The files ship with the package, so a chapter shows them the same way in the built book,
-in Colab and in a student notebook (:func:`load_stored`). A test re-runs a short prefix of
-one stored run and compares it with the stored numbers.
+in Colab and in a student notebook (:func:`~ccmc_lite.core.load_stored`). A test re-runs a
+short prefix of one stored run and compares it with the stored numbers.
 
 Array values are written as JSON numbers (float64 ``repr``, which reads back exactly).
 """

@@ -4,12 +4,12 @@ The papers' figures are sweeps: Makkuva et al. (2024, Fig. 4) train five runs pe
 ``(p, q)`` grid, tied and untied; the ``K``-state threshold and the ``(T, α)`` plateau study
 of the book are sweeps too. A :class:`Sweep` states one once: a *task* (an importable
 function that trains a group of runs as one batched program), settings shared by every
-run, and one small settings record per run. :meth:`Sweep.shards` cuts it into
-:class:`Shard` objects — plain, picklable data — and :func:`run_sweep` runs them:
+run, and one small settings record per run. :meth:`~ccmc_lite.core.Sweep.shards` cuts it into
+:class:`Shard` objects — plain, picklable data — and :func:`~ccmc_lite.core.run_sweep` runs them:
 
 * ``executor=None`` (default): one after another in this process (each shard batched);
 * any object with ``submit(fn, *args) -> future`` whose futures have ``.result()``:
-  :class:`concurrent.futures.ProcessPoolExecutor` (with the ``"spawn"`` start method: a
+  ``concurrent.futures.ProcessPoolExecutor`` (with the ``"spawn"`` start method: a
   forked child of a process running torch threads can deadlock), or a
   ``dask.distributed.Client``
   (a ``LocalCluster`` on one machine, or a SLURM/PBS/Kubernetes cluster through the
@@ -151,7 +151,7 @@ class Sweep:
         ``"package.module:function"`` (see the module docstring for its signature).
     settings : dict
         Settings shared by every run (plain JSON data).
-    runs : sequence of dict
+    runs : list of dict
         One record per run (e.g. ``{"p": 0.5, "q": 0.8, "tied": True}``), in sweep order.
     seed : int
         Base seed: run ``r`` is initialised from ``derive_seed(seed, r, 0)``.
@@ -265,7 +265,7 @@ def run_sweep(
     executor : optional
         ``None`` runs the shards here, one after another. Otherwise anything with
         ``submit(fn, *args)`` returning futures with ``.result()``: a
-        :class:`concurrent.futures.Executor` or a ``dask.distributed.Client``.
+        ``concurrent.futures.Executor`` or a ``dask.distributed.Client``.
     device : optional
         ``"cpu"`` (default), ``"cuda"``, or ``None`` for CUDA when available.
     """
