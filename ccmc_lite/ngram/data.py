@@ -480,27 +480,25 @@ def sample_urn(
     u = torch.rand(N, T, generator=gen)
     tokens = torch.empty(N, T, dtype=torch.long)
     tokens[:, :m] = (u[:, :m] * S).long().clamp(max=S - 1)
-    counts = torch.zeros(N * H * S)  # flat (N, H, S) table of transition counts
-    base = torch.arange(N) * (H * S)
+    counts = torch.zeros(N, H * S)  # (N, H*S): transition counts, row h at columns h*S..h*S+S-1
     code = torch.zeros(N, dtype=torch.long)
     for j in range(m):
         code = code * S + tokens[:, j]
     rows = torch.arange(S)
+    ones = torch.ones(N, 1)
     q_code = code.clone()
     for t in range(m, T):
-        off = base + code * S  # (N,): start of the current history's row
-        w = counts[off[:, None] + rows] + a[:, None]  # urn weights N_h(s) + alpha, (N, S)
+        w = counts.gather(1, code[:, None] * S + rows).add_(a[:, None])  # N_h(s) + alpha, (N, S)
         cdf = w.cumsum(-1)
-        tok = (cdf < u[:, t : t + 1] * cdf[:, -1:]).sum(-1).clamp(max=S - 1)
+        tok = (cdf < u[:, t : t + 1] * cdf[:, -1:]).sum(-1).clamp_(max=S - 1)
         tokens[:, t] = tok
-        counts[off + tok] += 1.0
+        counts.scatter_add_(1, (code * S + tok)[:, None], ones)
         if m > 0:
             code = (code * S) % H + tok
         if query_pos is not None:
             q_code = torch.where(q == t, code, q_code)
     if query_pos is None:
         q_code = code
-    counts = counts.reshape(N, H * S)
     post = counts.gather(1, q_code[:, None] * S + rows) + a[:, None]  # (N, S)
     target = torch.softmax(_log_gamma(post, gen), dim=-1)  # posterior draw of the row
     return tokens.reshape(*shape, T), target.reshape(*shape, S)

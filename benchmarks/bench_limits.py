@@ -1,0 +1,178 @@
+"""How far is one Part II training step at the paper's settings from this machine's limit?
+
+Makkuva et al. (2024, Table 1) train a one-layer transformer with ``d = 4`` on sequences of
+``N = 1024`` binary tokens, batch 16. The step is dominated by causal attention over 1024
+positions with a head size of 4: tiny matrix products (inner dimension 4) and many
+exponentials, so it is far from a large matmul's throughput by construction. This script
+measures, in one process and interleaved so that machine load affects all of them alike:
+
+* the step itself (``ccmc_lite.markov.train_markov``, one run, forward + backward + Adam);
+* the machine's *compute peak*: a large float32 matmul (GFLOP/s);
+* the machine's *memory peak*: a large tensor copy (GB/s, read + write);
+* the step's work, counted by running one forward + backward under a
+  ``TorchDispatchMode`` that records every ATen operation: FLOPs of the matrix products
+  (``torch.utils.flop_counter``), element-wise operations (one FLOP per output element,
+  exponentials included) and bytes moved (every operand read once and every result written
+  once, i.e. no cache reuse: an upper bound on the traffic of this implementation).
+
+The *limit* of the step is ``max(FLOPs / compute peak, bytes / memory peak)`` (a roofline
+bound); the *achieved fraction* is limit / measured step time. A fused attention kernel would
+move far fewer bytes; the *ideal* line uses the minimum work of exact causal attention
+(scores, softmax and weighted sum each computed once, nothing but inputs and outputs moved).
+
+    python benchmarks/bench_limits.py
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from ccmc_lite.markov import (
+    binary_kernel,
+    build_model,
+    markov_config,
+    next_token_loss,
+    train_markov,
+)
+
+PAPER = dict(K=2, d=4, N=1024, batch=16)
+
+
+def _best_of(fn, repeats: int) -> float:
+    """Smallest wall time of ``repeats`` calls (seconds)."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
+    """Measured float32 matmul throughput of an ``n x n`` product (FLOP/s)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)  # warm-up
+    return 2 * n**3 / _best_of(lambda: torch.mm(a, b), repeats)
+
+
+def copy_peak(n_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Measured memory bandwidth of a large copy, bytes read + written per second."""
+    src = torch.empty(n_bytes // 4).uniform_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    return 2 * n_bytes / _best_of(lambda: dst.copy_(src), repeats)
+
+
+class _Traffic(TorchDispatchMode):
+    """Count element-wise FLOPs and the bytes every ATen operation reads and writes."""
+
+    MATMUL_OPS = ("mm", "bmm", "addmm", "baddbmm", "matmul", "_scaled_dot_product")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+        self.elementwise_flops = 0
+
+    METADATA_OPS = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if getattr(func, "is_view", False) or func in self.METADATA_OPS:
+            return out  # no data moved
+        leaves = torch.utils._pytree.tree_leaves
+        tensors = [t for t in leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
+        moved = sum(t.numel() * t.element_size() for t in tensors)
+        name = str(func)
+        self.bytes += moved
+        if not any(op in name for op in self.MATMUL_OPS):
+            results = [t for t in leaves(out) if isinstance(t, torch.Tensor)]
+            self.elementwise_flops += sum(t.numel() for t in results)
+        return out
+
+
+def step_work(model: torch.nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """FLOPs and bytes of one forward + backward of ``model`` on the batch ``x``."""
+    counter = FlopCounterMode(display=False)
+    traffic = _Traffic()
+    with counter, traffic:
+        loss = next_token_loss(model, x)
+        loss.backward()
+    return {
+        "matmul_flops": float(counter.get_total_flops()),
+        "elementwise_flops": float(traffic.elementwise_flops),
+        "bytes": float(traffic.bytes),
+    }
+
+
+def ideal_attention_work(batch: int, n: int, head: int) -> dict[str, float]:
+    """Minimum work of exact causal attention, forward + backward (about 3x the forward).
+
+    Forward: ``n(n+1)/2`` scores per sequence, each a ``head``-long dot product (2·head FLOPs),
+    one exponential and a division, and a weighted sum (2·head FLOPs per pair). Bytes: the
+    inputs ``Q, K, V`` and output, float32, read/written once (a fused kernel never stores the
+    scores).
+    """
+    pairs = batch * n * (n + 1) / 2
+    forward = pairs * (4 * head + 3)
+    return {"flops": 3 * forward, "bytes": 3 * 4 * 4 * batch * n * head}
+
+
+def run(quick: bool = False) -> dict[str, float]:
+    """Measure the paper-setting step against the machine's compute and memory peaks."""
+    torch.manual_seed(0)
+    steps = 2 if quick else 4
+    repeats = 2 if quick else 3
+    kernel = binary_kernel(0.2, 0.3)[None]
+    options = dict(K=PAPER["K"], d=PAPER["d"], N=PAPER["N"], tied=True)
+
+    def one_step_seconds() -> float:
+        runs = train_markov(
+            kernel,
+            model_options=options,
+            config=markov_config(steps, lr=1e-3),
+            seed=0,
+            batch_size=PAPER["batch"],
+            progress=False,
+        )
+        return runs.result.seconds / steps
+
+    one_step_seconds()  # warm-up
+    step_s, flops_peak, bytes_peak = math.inf, 0.0, 0.0
+    for _ in range(repeats):  # interleaved: load affects the step and the peaks alike
+        step_s = min(step_s, one_step_seconds())
+        flops_peak = max(flops_peak, matmul_peak(1024 if quick else 2048))
+        bytes_peak = max(bytes_peak, copy_peak())
+    model = build_model(**options)
+    x = torch.randint(0, 2, (PAPER["batch"], PAPER["N"]))
+    work = step_work(model, x)
+    flops = work["matmul_flops"] + work["elementwise_flops"]
+    limit = max(flops / flops_peak, work["bytes"] / bytes_peak)
+    ideal = ideal_attention_work(PAPER["batch"], PAPER["N"], PAPER["d"])
+    ideal_limit = max(ideal["flops"] / flops_peak, ideal["bytes"] / bytes_peak)
+    return {
+        "paper_step_s": round(step_s, 4),
+        "matmul_peak_gflops": round(flops_peak / 1e9, 1),
+        "copy_peak_gb_s": round(bytes_peak / 1e9, 1),
+        "step_matmul_gflop": round(work["matmul_flops"] / 1e9, 4),
+        "step_elementwise_gflop": round(work["elementwise_flops"] / 1e9, 4),
+        "step_gb_moved": round(work["bytes"] / 1e9, 3),
+        "step_limit_s": round(limit, 4),
+        "step_bound": "memory" if work["bytes"] / bytes_peak > flops / flops_peak else "compute",
+        "achieved_fraction_of_limit": round(limit / step_s, 3),
+        "times_from_limit": round(step_s / limit, 2),
+        "ideal_fused_attention_limit_s": round(ideal_limit, 5),
+        "times_from_ideal_fused": round(step_s / ideal_limit, 1),
+        "torch_threads": torch.get_num_threads(),
+        "load_avg_1min_at_end": round(os.getloadavg()[0], 2),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
