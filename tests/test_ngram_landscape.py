@@ -14,6 +14,7 @@ from ccmc_lite.ngram import (
     NGramTask,
     SimplifiedTransformer,
     SuffixModel,
+    decay_fits,
     exact_population_gradient,
     fit_theorem42,
     flat_gradient,
@@ -30,6 +31,7 @@ from ccmc_lite.ngram import (
     suffix_law,
     theorem42_trend,
     theta_star,
+    unmatched_mass,
 )
 
 
@@ -148,3 +150,33 @@ def test_gradient_blocks_match_the_flat_gradient():
     assert set(blocks) == {"A1", "V1", "Q2", "K2"}
     total = math.sqrt(sum(v**2 for v in blocks.values()))
     assert total == pytest.approx(float(flat_gradient(m, b.tokens, b.target).norm()), rel=1e-10)
+
+
+def test_decay_fits_tells_power_law_from_exponential():
+    T = np.array([8.0, 16, 32, 64, 128])
+    power = decay_fits(T, 3.0 * T**-1.0)
+    assert power["power"][0] == pytest.approx(1.0) and power["power"][1] < 1e-12
+    assert power["exponential"][1] > 0.1
+    expo = decay_fits(T, 2.0 * np.exp(-0.05 * T))
+    assert expo["exponential"][0] == pytest.approx(0.05) and expo["exponential"][1] < 1e-12
+    assert expo["power"][1] > 0.1
+    with pytest.raises(ValueError):
+        decay_fits(T[:2], [1.0, 0.5])
+    with pytest.raises(ValueError):
+        decay_fits(T, -T)
+
+
+def test_unmatched_mass_by_hand():
+    from ccmc_lite.ngram import NGramBatch
+
+    # S = 3; the current 1-history is the last token, 0 in both sequences.
+    # [1, 0, 1, 2, 0]: "0" was followed by 1 -> present tokens 0, 2 are suppressed (0.2 + 0.5)
+    # [0, 2, 1, 2, 0]: "0" was followed by 2 -> present tokens 0, 1 are suppressed (0.2 + 0.3)
+    P = torch.full((2, 3, 3), 1 / 3, dtype=torch.float64)
+    tokens = torch.tensor([[1, 0, 1, 2, 0], [0, 2, 1, 2, 0]])
+    law = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    batch = NGramBatch(tokens=tokens, next_probs=law.expand(2, 5, 3).clone(), transitions=P)
+    m = unmatched_mass(batch, 2)
+    assert torch.allclose(m, torch.tensor([0.7, 0.5], dtype=torch.float64))
+    with pytest.raises(ValueError):
+        unmatched_mass(batch, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ccmc_lite import ngram
 from ccmc_lite.ngram import detect_plateaus, escape_step, moving_average, nearest_level
 
 
@@ -90,3 +91,88 @@ def test_offset_attention_and_first_offsets_on_constructions():
     assert formation_step([0, 10, 20], [0.1, 0.2, 0.25]) == -1
     with pytest.raises(ValueError, match="offset"):
         offset_attention(trigram, 20)
+
+
+# ------------------------------------------------------------------ detect_stages (loss-based)
+
+
+def _staged_curve(levels, lengths, drop=8, noise=0.002, seed=0):
+    """A loss history with flat stages at ``levels`` joined by linear drops of ``drop`` points."""
+    rng = np.random.default_rng(seed)
+    parts, bounds, t = [], [], 0
+    for i, (lv, n) in enumerate(zip(levels, lengths, strict=True)):
+        parts.append(np.full(n, lv))
+        bounds.append((t, t + n - 1))
+        t += n
+        if i + 1 < len(levels):
+            parts.append(np.linspace(lv, levels[i + 1], drop + 2)[1:-1])
+            t += drop
+    y = np.concatenate(parts)
+    return y + noise * rng.standard_normal(y.size), bounds
+
+
+def test_detect_stages_finds_three_known_stages_with_close_levels():
+    # uniform 1.68, bigram 1.61, trigram 1.556: the first two differ by only 0.07 nats
+    y, bounds = _staged_curve([1.68, 1.61, 1.556], [20, 40, 30])
+    found = ngram.detect_stages(y, span=5, tol=0.012, min_separation=0.02)
+    assert len(found) == 3
+    for st, (a, b), lv in zip(found, bounds, [1.68, 1.61, 1.556], strict=True):
+        assert abs(st.loss - lv) < 0.003
+        assert a - 2 <= st.start <= a + 3 and b - 3 <= st.end <= b + 2
+
+
+def test_detect_stages_never_labels_a_descent():
+    y = np.linspace(1.7, 1.5, 60)  # steady descent of 0.0034 per point
+    assert ngram.detect_stages(y, span=5, tol=0.01) == []
+
+
+def test_detect_stages_merges_levels_closer_than_min_separation():
+    # two stretches 0.005 apart separated by a small bump: one stage, not two
+    y, _ = _staged_curve([1.610, 1.605], [30, 30], drop=2, noise=0.0)
+    y[30:32] += 0.02
+    found = ngram.detect_stages(y, span=3, tol=0.004, min_separation=0.02)
+    assert len(found) == 1
+    assert ngram.detect_stages(y, span=3, tol=0.004, min_separation=0.001)[1].loss < 1.607
+
+
+def test_detect_stages_uses_steps_and_validates():
+    y, _ = _staged_curve([1.6, 1.5], [10, 10], drop=4, noise=0.0)
+    steps = 100 * np.arange(y.size)
+    found = ngram.detect_stages(y, steps, span=3, tol=0.01)
+    assert found[0].start == 0 and found[1].start in (1400, 1500)  # true start 1400
+    assert found[-1].end == 100 * (y.size - 1)
+    with pytest.raises(ValueError):
+        ngram.detect_stages(y, steps[:-1])
+    with pytest.raises(ValueError):
+        ngram.detect_stages(y, steps[::-1].copy())
+    with pytest.raises(ValueError):
+        ngram.detect_stages(y, tol=0.0)
+
+
+def test_label_stages_from_offsets():
+    stages = [ngram.Stage(0, 100, 1.68), ngram.Stage(200, 400, 1.61), ngram.Stage(600, 800, 1.55)]
+    steps = np.array([50, 300, 700])
+    w1 = np.array([[0.1, 0.1], [0.6, 0.5], [0.7, 0.1]])
+    w2 = np.array([[0.1, 0.1], [0.05, 0.05], [0.02, 0.7]])
+    labels = [st.label for st in ngram.label_stages(stages, steps, w1, w2)]
+    assert labels == ["uniform", "bigram", "trigram"]
+    with pytest.raises(ValueError):
+        ngram.label_stages(stages, steps, w1[:2], w2)
+
+
+def test_absent_mass_and_histogram_levels():
+    import torch
+
+    tokens = torch.tensor([[0, 1, 0, 1], [2, 2, 2, 2]])
+    target = torch.tensor([[0.5, 0.25, 0.25], [0.1, 0.0, 0.9]], dtype=torch.float64)
+    am = ngram.absent_mass(tokens, target, 3)
+    assert torch.allclose(am, torch.tensor([0.25, 0.1], dtype=torch.float64))
+    lv = ngram.histogram_levels(tokens, target, 3, ks=(1,), betas=[1.0])
+    # k = 1: the in-context histogram; absent tokens cost -log(eps)
+    p = torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    expect = float(-(target * torch.log(p + 1e-8)).sum(-1).mean())
+    assert abs(lv[1][0] - expect) < 1e-12
+    with pytest.raises(ValueError):
+        ngram.absent_mass(tokens, target[:, :2], 3)
+    with pytest.raises(ValueError):
+        ngram.histogram_levels(tokens, target, 3, betas=[])

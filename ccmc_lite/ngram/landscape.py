@@ -34,6 +34,7 @@ from .models import construction_limit, offsets_for_k
 __all__ = [
     "GradientNorm",
     "SuffixModel",
+    "decay_fits",
     "exact_population_gradient",
     "fit_theorem42",
     "flat_gradient",
@@ -45,6 +46,7 @@ __all__ = [
     "statistical_term",
     "suffix_law",
     "theorem42_trend",
+    "unmatched_mass",
 ]
 
 
@@ -329,6 +331,55 @@ def fit_theorem42(
     X = np.stack([np.sqrt(c) * stat, T * np.sqrt(c) * np.exp(-c)], axis=1) / g[:, None]
     coef, _ = nnls(X, np.ones_like(g))
     return float(coef[0]), float(coef[1])
+
+
+def unmatched_mass(batch: NGramBatch, k: int) -> torch.Tensor:
+    """Per sequence, the true next-token mass on tokens that θ*^k suppresses by ``e^{-c}``.
+
+    These are the tokens that occur in the sequence but never right after an earlier
+    occurrence of the current ``(k-1)``-history (when the history has occurred at all). At
+    scale ``c`` the construction θ*^k (Varre et al. 2025, eqs. (8a)-(8c)) gives them
+    probability ``O(e^{-c})``, so their loss terms ``-log p`` grow like ``c``, and so does the
+    score ``∂ log p = ∂p / p`` although ``∂p`` itself is ``O(c e^{-c})``: the proof of Thm. 4.2
+    bounds ``∂p``, not ``∂ log p``. Returns ``(B,)`` (float64); ``k >= 2``.
+    """
+    from .estimators import kgram_counts
+
+    k = check_int("k", k, minimum=2)
+    tokens = batch.tokens
+    S = int(batch.transitions.shape[-1])
+    T = tokens.shape[-1]
+    if T < k:
+        raise ValueError(f"sequences of length {T} have no (k-1)-history for k={k}")
+    truth = batch.target.double()  # (B, S): true law of x_{T+1}
+    present = torch.zeros(tokens.shape[0], S, dtype=torch.bool).scatter_(-1, tokens, True)
+    counts = kgram_counts(tokens, S, k)  # (B, S): continuations of the current history
+    matched = counts.sum(-1, keepdim=True) > 0
+    suppressed = present & (counts == 0) & matched
+    return (truth * suppressed.double()).sum(-1)
+
+
+def decay_fits(T, values) -> dict[str, tuple[float, float]]:
+    """Power law ``a T^{-p}`` against exponential ``a e^{-r T}``, fitted to a decay in ``T``.
+
+    Thm. 4.2 of Varre et al. (2025) states that the statistical term decays like
+    ``e^{-Θ(T)}``. Both models are fitted by least squares to ``log values``; returns
+    ``{"power": (p, rms), "exponential": (r, rms)}`` with the exponent (or rate) and the
+    root-mean-square residual in ``log`` units: the smaller residual is the better model.
+    """
+    t = as_tensor("T", T, dtype=torch.float64, ndim=1).numpy()
+    v = as_tensor("values", values, dtype=torch.float64, ndim=1).numpy()
+    if t.shape != v.shape or t.size < 3:
+        raise ValueError("T and values need the same length, at least 3")
+    if np.any(t <= 0) or np.any(v <= 0):
+        raise ValueError("T and values must be positive")
+    out = {}
+    for name, x in (("power", np.log(t)), ("exponential", t)):
+        A = np.stack([np.ones_like(x), x], axis=1)
+        coef, *_ = np.linalg.lstsq(A, np.log(v), rcond=None)
+        rms = float(np.sqrt(np.mean((A @ coef - np.log(v)) ** 2)))
+        out[name] = (float(-coef[1]), rms)
+    return out
 
 
 def exact_population_gradient(

@@ -5,6 +5,15 @@ the gradient norm stays low, and jumps when the gradient spikes (their Fig. 6). 
 *plateau* is a stretch of at least ``min_length`` steps over which the smoothed gradient
 norm stays below a threshold; for each one we report its loss and the nearest reference
 level. Histories are per run: ``(steps,)`` or ``(R, steps)``.
+
+That gradient-norm rule (:func:`detect_plateaus`) uses one global threshold and can merge
+stages whose losses nearly coincide. :func:`detect_stages` instead reads the stages off the
+*loss* with a local flatness test (a stretch is a stage when the loss varies by less than a
+tolerance over a sliding window, so a descending stretch never qualifies), keeps only levels
+separated by a minimum gap, and :func:`label_stages` names each stage from the first-layer
+attention offsets (uniform, previous token, two back). :func:`absent_mass` and
+:func:`histogram_levels` give the reference levels that the simplified transformer, whose
+prediction is an attention-weighted histogram of the sequence's own tokens, can reach.
 """
 
 from __future__ import annotations
@@ -19,10 +28,15 @@ from ..core.validation import as_tensor, check_float, check_int
 
 __all__ = [
     "Plateau",
+    "Stage",
+    "absent_mass",
     "detect_plateaus",
+    "detect_stages",
     "escape_step",
     "first_offsets",
     "formation_step",
+    "histogram_levels",
+    "label_stages",
     "moving_average",
     "nearest_level",
     "offset_attention",
@@ -220,4 +234,209 @@ def first_offsets(
                     break
             row.append(hit)
         out.append(row)
+    return out
+
+
+# --------------------------------------------------------------------- stages from the loss
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of training read from a loss history (see :func:`detect_stages`).
+
+    Attributes
+    ----------
+    start, end : int
+        First and last step (inclusive; in the units of ``steps``) of the flat stretch.
+    loss : float
+        Median of the smoothed loss over the stretch.
+    label : str
+        ``""`` until :func:`label_stages` names it from the attention offsets.
+    """
+
+    start: int
+    end: int
+    loss: float
+    label: str = ""
+
+
+def detect_stages(
+    loss,
+    steps=None,
+    *,
+    window: int = 1,
+    span: int = 5,
+    tol: float = 0.005,
+    min_points: int = 3,
+    min_separation: float = 0.02,
+) -> list[Stage]:
+    """Flat stretches of one loss history, one per stage (Varre et al. 2025, Sec. 5, Fig. 1).
+
+    A point ``i`` is *flat* when the smoothed loss varies by less than ``tol`` over the
+    centred window of ``span`` points around it (a local test on the slope, not one global
+    threshold: a stretch that keeps descending is never flat). Maximal runs of at least
+    ``min_points`` flat points are candidate stages; consecutive candidates whose levels
+    differ by less than ``min_separation`` are one stage interrupted by noise and are merged.
+
+    Parameters
+    ----------
+    loss : array-like
+        ``(n,)`` loss history of one run (e.g. the test loss at the evaluation steps).
+    steps : array-like, optional
+        ``(n,)`` increasing step numbers of the entries (default ``0..n-1``).
+    window : int
+        Trailing moving average applied first (``1``: none).
+    span : int
+        Number of points (odd is natural) in the local flatness window, ``>= 2``.
+    tol : float
+        Largest loss variation (nats) over the window at a flat point.
+    min_points : int
+        Fewest consecutive flat points that make a stage.
+    min_separation : float
+        Smallest gap (nats) between the levels of two consecutive stages.
+
+    Returns
+    -------
+    list of Stage
+        In order of time, unlabelled.
+    """
+    y = moving_average(loss, window)
+    n = y.size
+    x = np.arange(n) if steps is None else _as_1d("steps", steps)
+    if x.shape != y.shape:
+        raise ValueError(f"steps and loss must have the same length; got {x.size}, {n}")
+    if n > 1 and not np.all(np.diff(x) > 0):
+        raise ValueError("steps must be strictly increasing")
+    span = check_int("span", span, minimum=2)
+    tol = check_float("tol", tol, minimum=0.0, open_lower=True)
+    min_points = check_int("min_points", min_points, minimum=1)
+    min_separation = check_float("min_separation", min_separation, minimum=0.0)
+    half_lo, half_hi = (span - 1) // 2, span // 2
+    flat = np.zeros(n, dtype=bool)
+    for i in range(n):
+        seg = y[max(0, i - half_lo) : min(n, i + half_hi + 1)]
+        flat[i] = seg.max() - seg.min() < tol
+    runs: list[tuple[int, int]] = []
+    i = 0
+    while i < n:
+        if not flat[i]:
+            i += 1
+            continue
+        s = i
+        while i < n and flat[i]:
+            i += 1
+        if i - s >= min_points:
+            runs.append((s, i))
+    merged: list[tuple[int, int]] = []
+    for s, e in runs:
+        if merged and abs(np.median(y[s:e]) - np.median(y[merged[-1][0] : merged[-1][1]])) < (
+            min_separation
+        ):
+            merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    return [
+        Stage(start=int(x[s]), end=int(x[e - 1]), loss=float(np.median(y[s:e]))) for s, e in merged
+    ]
+
+
+def label_stages(stages: list[Stage], steps, w1, w2, *, threshold: float = 0.3) -> list[Stage]:
+    """Name each stage from the first-layer attention offsets (Varre et al. 2025, Fig. 3b).
+
+    ``steps``: ``(n_ckpt,)`` checkpoint steps; ``w1``, ``w2``: ``(n_ckpt, H)`` weight of
+    each head on the previous token and on the token two back for one run (from
+    :func:`offset_attention`). At the checkpoint nearest the middle of the stage, the stage
+    is ``"trigram"`` if some head puts more than ``threshold`` on offset 2, else
+    ``"bigram"`` if some head does on offset 1, else ``"uniform"``.
+    """
+    s = _as_1d("steps", steps)
+    a1 = np.asarray(w1, dtype=float)
+    a2 = np.asarray(w2, dtype=float)
+    if a1.ndim != 2 or a1.shape != a2.shape or a1.shape[0] != s.size:
+        raise ValueError(
+            f"w1 and w2 must both have shape (n_ckpt, H) with n_ckpt = {s.size}; "
+            f"got {a1.shape}, {a2.shape}"
+        )
+    threshold = check_float("threshold", threshold, minimum=0.0, maximum=1.0)
+    out = []
+    for st in stages:
+        j = int(np.argmin(np.abs(s - 0.5 * (st.start + st.end))))
+        if a2[j].max() > threshold:
+            label = "trigram"
+        elif a1[j].max() > threshold:
+            label = "bigram"
+        else:
+            label = "uniform"
+        out.append(Stage(st.start, st.end, st.loss, label))
+    return out
+
+
+def _tokens_present(tokens: torch.Tensor, S: int) -> torch.Tensor:
+    present = torch.zeros(*tokens.shape[:-1], S, dtype=torch.bool, device=tokens.device)
+    return present.scatter_(-1, tokens, True)
+
+
+def absent_mass(tokens: torch.Tensor, target: torch.Tensor, S: int) -> torch.Tensor:
+    """Per sequence, the true next-token mass on tokens absent from the sequence.
+
+    The simplified transformer (Varre et al. 2025, Sec. 2.3) predicts an attention-weighted
+    histogram of the sequence's tokens, so it gives these tokens probability zero; under the
+    loss ``-log(p + eps)`` of eq. (1) each unit of this mass costs ``-log eps`` nats.
+    ``tokens``: ``(B, T)`` in ``[0, S)``; ``target``: ``(B, S)`` true next-token laws.
+    Returns ``(B,)`` (float64).
+    """
+    S = check_int("S", S, minimum=2)
+    tok = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
+    tgt = as_tensor("target", target, dtype=torch.float64, ndim=2)
+    if tgt.shape != (tok.shape[0], S):
+        raise ValueError(f"target must have shape ({tok.shape[0]}, {S}); got {tuple(tgt.shape)}")
+    if bool(((tok < 0) | (tok >= S)).any()):
+        raise ValueError(f"tokens must lie in [0, {S})")
+    return (tgt * (~_tokens_present(tok, S)).double()).sum(-1)
+
+
+def histogram_levels(
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    S: int,
+    ks=(1, 2, 3),
+    *,
+    betas=None,
+    eps: float = 1e-8,
+) -> dict[int, tuple[float, float]]:
+    """Best loss of an attention-weighted histogram that sees the ``(k-1)``-history.
+
+    With scale ``c`` the second layer of θ*^k (Varre et al. 2025, eqs. (8a)-(8c)) gives each
+    earlier position whose history matches weight ``e^c`` and every other position weight
+    ``1``, so it predicts ``p(s) ∝ N_k(s) + β N_1(s)`` with ``β = e^{-c}``: the k-gram counts
+    smoothed towards the sequence's own token counts, never onto absent tokens. For each
+    ``k`` returns ``(loss, β)``: the smallest mean loss ``-Σ target log(p + eps)`` (eq. (1))
+    over the grid ``betas`` (default ``10^-4 .. 10^2``), and the ``β`` reaching it. For
+    ``k = 1`` the prediction is the in-context unigram histogram whatever ``β``.
+    """
+    from .estimators import kgram_counts
+
+    S = check_int("S", S, minimum=2)
+    tok = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
+    tgt = as_tensor("target", target, dtype=torch.float64, ndim=2)
+    if tgt.shape != (tok.shape[0], S):
+        raise ValueError(f"target must have shape ({tok.shape[0]}, {S}); got {tuple(tgt.shape)}")
+    eps = check_float("eps", eps, minimum=0.0, open_lower=True)
+    grid = np.geomspace(1e-4, 1e2, 25) if betas is None else _as_1d("betas", betas)
+    if grid.size == 0 or bool((grid < 0).any()):
+        raise ValueError("betas must be a non-empty array of non-negative numbers")
+    unigram = kgram_counts(tok, S, 1).double()
+    out: dict[int, tuple[float, float]] = {}
+    for k in ks:
+        k = check_int("k", k, minimum=1)
+        counts = kgram_counts(tok, S, k).double()
+        best = (float("inf"), float("nan"))
+        for b in grid:
+            w = counts + float(b) * unigram
+            tot = w.sum(-1, keepdim=True)
+            p = torch.where(tot > 0, w / tot.clamp_min(1e-300), unigram / unigram.sum(-1, True))
+            value = float(-(tgt * torch.log(p + eps)).sum(-1).mean())
+            if value < best[0]:
+                best = (value, float(b))
+        out[k] = best
     return out
