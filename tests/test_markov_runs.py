@@ -210,3 +210,41 @@ def test_plot_pq_grid():
     with pytest.raises(ValueError, match="evenly"):
         plot_pq_grid(ax, values, (0.1, 0.2, 0.5, 0.9))
     plt.close(fig)
+
+
+def test_train_markov_start_from():
+    opts = dict(K=2, d=3, N=8)
+    start = theta_pi(MarkovTransformer(**opts), binary_kernel(0.5, 0.8))
+    runs = train_markov(
+        KERNELS,
+        model_options=opts,
+        config=markov_config(4, eval_every=2),
+        seed=0,
+        batch_size=4,
+        progress=False,
+        start_from=start,
+    )
+    for r in range(runs.n_runs):
+        m = runs.module(r, step=0)
+        for name, value in start.state_dict().items():
+            assert torch.equal(m.state_dict()[name], value), name
+    with pytest.raises(ValueError, match="start_from"):
+        train_markov(
+            KERNELS,
+            model_options=dict(K=2, d=4, N=8),
+            config=markov_config(2),
+            seed=0,
+            batch_size=4,
+            progress=False,
+            start_from=start,
+        )
+    with pytest.raises(TypeError, match="start_from"):
+        train_markov(
+            KERNELS,
+            model_options=opts,
+            config=markov_config(2),
+            seed=0,
+            batch_size=4,
+            progress=False,
+            start_from="theta_pi",
+        )

@@ -148,6 +148,7 @@ def train_markov(
     device: torch.device | str | None = "cpu",
     first_run: int = 0,
     stop_after: int | None = None,
+    start_from: MarkovTransformer | None = None,
 ) -> MarkovRuns:
     """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
 
@@ -185,6 +186,11 @@ def train_markov(
         whichever shard trains it.
     stop_after : int, optional
         Train only this many updates of the schedule (a prefix; see ``train_runs``).
+    start_from : MarkovTransformer, optional
+        Start every run from a copy of this model's parameters instead of a random
+        initialisation (e.g. from the unigram point ``θ_π`` of Makkuva et al. 2024,
+        eq. (11), to see whether training leaves it); its options must equal
+        ``model_options``. The runs then differ only in their data.
 
     Raises
     ------
@@ -202,8 +208,20 @@ def train_markov(
     P32 = P.to(torch.float32)
     pi = stationary_distribution(P)  # (R, K): each chain starts at its stationary law
 
+    if start_from is not None:
+        if not isinstance(start_from, MarkovTransformer):
+            kind = type(start_from).__name__
+            raise TypeError(f"start_from must be a MarkovTransformer; got {kind}")
+        theirs = {**start_from.options, "init_std": opts["init_std"]}
+        if theirs != {k: opts[k] for k in theirs}:
+            raise ValueError(f"start_from has options {start_from.options}, model_options {opts}")
+        start_state = {k: v.detach().float().clone() for k, v in start_from.state_dict().items()}
+
     def make_model() -> MarkovTransformer:
-        return MarkovTransformer(**opts)
+        model = MarkovTransformer(**opts)
+        if start_from is not None:
+            model.load_state_dict(start_state)
+        return model
 
     def batch_fn(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         idx = runs.cpu() - first_run  # (R,) global run indices -> rows of the kernels
