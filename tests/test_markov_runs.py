@@ -17,6 +17,7 @@ from ccmc_lite.markov import (
     plot_pq_grid,
     symmetric_kernel,
     theta_pi,
+    threshold_bracket,
     train_markov,
     unigram_entropy,
     unigram_gap,
@@ -248,3 +249,19 @@ def test_train_markov_start_from():
             progress=False,
             start_from="theta_pi",
         )
+
+
+def test_threshold_bracket():
+    ps = [0.7, 0.5, 0.6, 0.65, 0.8]  # unsorted on purpose
+    gaps = [[1.0, 1.0], [0.0, 0.1], [0.2, 0.1], [0.3, 0.9], [1.0, 1.1]]
+    assert threshold_bracket(ps, gaps) == (0.6, 0.7)
+    lo, hi = threshold_bracket([0.5, 0.6], [[0.0], [0.1]])
+    assert lo == 0.6 and math.isnan(hi)
+    lo, hi = threshold_bracket([0.5, 0.6], [[1.0], [0.9]])
+    assert math.isnan(lo) and hi == 0.5
+    # a stuck p below an escaped one does not count as the upper end
+    assert threshold_bracket([0.5, 0.6, 0.7], [[0.9], [0.1], [1.0]]) == (0.6, 0.7)
+    with pytest.raises(ValueError):
+        threshold_bracket([0.5, 0.6], [[0.0], [0.1], [0.2]])
+    with pytest.raises(ValueError):
+        threshold_bracket([0.5, 0.5], [[0.0], [0.1]])
