@@ -18,6 +18,7 @@ from ccmc_lite.markov import (
     entropy_rate,
     fit_appendix_d,
     gauge_restrict,
+    layer_norm_unigram_hessian,
     loss_plane,
     low_rank_summary,
     param_layout,
@@ -256,3 +257,38 @@ def test_fit_appendix_d_recovers_a_planted_low_rank_model():
     assert float(summary["W_1"][1]) < 1e-10
     with pytest.raises(ValueError, match="binary"):
         fit_appendix_d(MarkovTransformer(K=3))
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_layer_norm_unigram_hessian_matches_autograd(tied):
+    torch.manual_seed(4)
+    model = MarkovTransformer(K=2, d=3, N=3, tied=tied, layer_norm=True).double()
+    with torch.no_grad():
+        model.pos.normal_()
+        model.lnf_w.uniform_(0.5, 1.5)
+        model.lnf_b.normal_()
+    P = binary_kernel(0.3, 0.9)
+    point = theta_pi(model, P)
+    alpha = ["b", "e"] if tied else ["b", "a", "e"]
+    names = [*alpha, "pos", "lnf_w", "lnf_b"]
+    H, _ = population_hessian(point, P, names, method="current")
+    k = 4 if tied else 7
+    formula = layer_norm_unigram_hessian(
+        0.3, 0.9, point.pos, tied=tied, weight=point.lnf_w, bias=point.lnf_b
+    )
+    assert torch.allclose(H[:k, :k], formula, atol=1e-12)
+    assert H[:, k:].abs().max() < 1e-12  # β flat, no α-β coupling
+
+
+def test_layer_norm_unigram_hessian_reduces_and_validates():
+    pos = torch.randn(5, 4, dtype=torch.float64)
+    H = layer_norm_unigram_hessian(0.6, 0.7, pos)
+    ones = torch.cat([torch.zeros(1), torch.ones(4)]).double()
+    assert (H @ ones).abs().max() < 1e-12  # e ∝ 1 is an exact symmetry at the initial gain
+    assert torch.allclose(H, H.T)
+    with pytest.raises(ValueError):
+        layer_norm_unigram_hessian(0.6, 0.7, pos, weight=torch.ones(3))
+    with pytest.raises(ValueError):
+        layer_norm_unigram_hessian(1.5, 0.7, pos)
+    with pytest.raises(ValueError):
+        layer_norm_unigram_hessian(0.6, 0.7, torch.ones(4))

@@ -17,6 +17,7 @@ from ccmc_lite.markov import (
     plot_pq_grid,
     symmetric_kernel,
     theta_pi,
+    threshold_bracket,
     train_markov,
     unigram_entropy,
     unigram_gap,
@@ -210,3 +211,57 @@ def test_plot_pq_grid():
     with pytest.raises(ValueError, match="evenly"):
         plot_pq_grid(ax, values, (0.1, 0.2, 0.5, 0.9))
     plt.close(fig)
+
+
+def test_train_markov_start_from():
+    opts = dict(K=2, d=3, N=8)
+    start = theta_pi(MarkovTransformer(**opts), binary_kernel(0.5, 0.8))
+    runs = train_markov(
+        KERNELS,
+        model_options=opts,
+        config=markov_config(4, eval_every=2),
+        seed=0,
+        batch_size=4,
+        progress=False,
+        start_from=start,
+    )
+    for r in range(runs.n_runs):
+        m = runs.module(r, step=0)
+        for name, value in start.state_dict().items():
+            assert torch.equal(m.state_dict()[name], value), name
+    with pytest.raises(ValueError, match="start_from"):
+        train_markov(
+            KERNELS,
+            model_options=dict(K=2, d=4, N=8),
+            config=markov_config(2),
+            seed=0,
+            batch_size=4,
+            progress=False,
+            start_from=start,
+        )
+    with pytest.raises(TypeError, match="start_from"):
+        train_markov(
+            KERNELS,
+            model_options=opts,
+            config=markov_config(2),
+            seed=0,
+            batch_size=4,
+            progress=False,
+            start_from="theta_pi",
+        )
+
+
+def test_threshold_bracket():
+    ps = [0.7, 0.5, 0.6, 0.65, 0.8]  # unsorted on purpose
+    gaps = [[1.0, 1.0], [0.0, 0.1], [0.2, 0.1], [0.3, 0.9], [1.0, 1.1]]
+    assert threshold_bracket(ps, gaps) == (0.6, 0.7)
+    lo, hi = threshold_bracket([0.5, 0.6], [[0.0], [0.1]])
+    assert lo == 0.6 and math.isnan(hi)
+    lo, hi = threshold_bracket([0.5, 0.6], [[1.0], [0.9]])
+    assert math.isnan(lo) and hi == 0.5
+    # a stuck p below an escaped one does not count as the upper end
+    assert threshold_bracket([0.5, 0.6, 0.7], [[0.9], [0.1], [1.0]]) == (0.6, 0.7)
+    with pytest.raises(ValueError):
+        threshold_bracket([0.5, 0.6], [[0.0], [0.1], [0.2]])
+    with pytest.raises(ValueError):
+        threshold_bracket([0.5, 0.5], [[0.0], [0.1]])

@@ -40,6 +40,7 @@ __all__ = [
     "binary_unigram_hessian",
     "fit_appendix_d",
     "gauge_restrict",
+    "layer_norm_unigram_hessian",
     "loss_plane",
     "low_rank_summary",
     "param_layout",
@@ -330,6 +331,83 @@ def binary_unigram_hessian(p: float, q: float, pos: Any, *, tied: bool = True) -
         H[1 : 1 + d, 1 : 1 + d] = V0
         H[1 : 1 + d, 1 + d :] = s * eye
         H[1 + d :, 1 : 1 + d] = s * eye
+    return scale * H
+
+
+def layer_norm_unigram_hessian(
+    p: float,
+    q: float,
+    pos: Any,
+    *,
+    tied: bool = True,
+    weight: Any = None,
+    bias: Any = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """Hessian at ``θ_π`` w.r.t. ``α`` for the binary model **with** layer norm.
+
+    Makkuva et al. (2024) leave the layer norm out of the theory (Sec. 2.1: "its influence
+    is marginal") although their runs use it (Table 1). At ``θ_π`` (eq. (11)) the blocks
+    are switched off, so ``z_n = x_n e + p_n`` and the logit is ``⟨a, LN(z_n)⟩ + b`` with
+    the final layer norm ``LN`` (gain ``weight``, shift ``bias``). The point is still
+    critical and ``β`` is still flat (every ``β`` derivative carries ``a = 0``); the
+    ``α`` block of eq. (12) becomes, with ``ℓ_n = LN(p_n)``, ``J_n = ∂LN/∂z (p_n)``,
+    ``u = Σ ℓ_n / N``, ``V0 = Σ ℓ_n ℓ_nᵀ / N``, ``J = Σ J_n / N`` and ``s = p + q - 1``:
+
+    * tied, ``α = (b, e)``: ``π0 π1 [[1, uᵀ], [u, V0 + s (J + Jᵀ)]]``;
+    * untied, ``α = (b, a, e)``: ``π0 π1 [[1, uᵀ, 0], [u, V0, s J], [0, s Jᵀ, 0]]``.
+
+    Without layer norm ``ℓ_n = p_n`` and ``J = I``, which is eq. (12) and
+    :func:`binary_unigram_hessian`. ``J_n`` scales like ``1 / std(p_n)``: at small
+    positional embeddings the switching term is much larger than without layer norm.
+
+    Parameters
+    ----------
+    p, q : float
+        Switching probabilities in ``(0, 1)``.
+    pos : array-like
+        Positional embeddings ``p_n``, shape ``(N, d)``.
+    tied : bool
+        Weight tying.
+    weight, bias : array-like, optional
+        Gain and shift of the final layer norm, shape ``(d,)`` (default ones and zeros,
+        their initial values).
+    eps : float
+        The layer norm's ``eps`` (PyTorch default ``1e-5``).
+    """
+    p = check_probability("p", p)
+    q = check_probability("q", q)
+    pos = as_tensor("pos", pos, ndim=2).detach().to(torch.float64)
+    eps = check_float("eps", eps, minimum=0.0)
+    N, d = pos.shape
+    gain = torch.ones(d) if weight is None else as_tensor("weight", weight, ndim=1)
+    shift = torch.zeros(d) if bias is None else as_tensor("bias", bias, ndim=1)
+    gain, shift = gain.detach().to(torch.float64), shift.detach().to(torch.float64)
+    if gain.shape != (d,) or shift.shape != (d,):
+        raise ValueError(f"weight and bias must have shape ({d},) to match pos of shape {(N, d)}")
+
+    def norm(z: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(z, (d,), gain, shift, eps)
+
+    ell = norm(pos)  # (N, d): ℓ_n
+    J = vmap(torch.func.jacrev(norm))(pos).mean(0)  # (d, d): mean of ∂LN/∂z at p_n
+    u, V0 = ell.mean(0), ell.T @ ell / N
+    s = p + q - 1.0
+    scale = p * q / (p + q) ** 2  # π0 π1
+    if tied:
+        H = torch.zeros(1 + d, 1 + d, dtype=torch.float64)
+        H[0, 0] = 1.0
+        H[0, 1:] = u
+        H[1:, 0] = u
+        H[1:, 1:] = V0 + s * (J + J.T)
+    else:
+        H = torch.zeros(1 + 2 * d, 1 + 2 * d, dtype=torch.float64)
+        H[0, 0] = 1.0
+        H[0, 1 : 1 + d] = u
+        H[1 : 1 + d, 0] = u
+        H[1 : 1 + d, 1 : 1 + d] = V0
+        H[1 : 1 + d, 1 + d :] = s * J
+        H[1 + d :, 1 : 1 + d] = s * J.T
     return scale * H
 
 

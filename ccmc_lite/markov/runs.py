@@ -10,6 +10,7 @@ own chain, with the low-variance loss :func:`ccmc_lite.markov.kernel_loss`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ import torch
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
 from ..core.training import TrainConfig, TrainResult, train_runs
-from ..core.validation import check_int, check_seed
+from ..core.validation import as_tensor, check_float, check_int, check_seed
 from .kernels import binary_kernel, check_kernel, sample_chains, symmetric_kernel
 from .model import (
     MarkovTransformer,
@@ -34,6 +35,7 @@ __all__ = [
     "markov_config",
     "plot_pq_grid",
     "sweep_task",
+    "threshold_bracket",
     "train_markov",
     "unigram_gap",
     "zero_position_probs",
@@ -148,6 +150,7 @@ def train_markov(
     device: torch.device | str | None = "cpu",
     first_run: int = 0,
     stop_after: int | None = None,
+    start_from: MarkovTransformer | None = None,
 ) -> MarkovRuns:
     """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
 
@@ -185,6 +188,11 @@ def train_markov(
         whichever shard trains it.
     stop_after : int, optional
         Train only this many updates of the schedule (a prefix; see ``train_runs``).
+    start_from : MarkovTransformer, optional
+        Start every run from a copy of this model's parameters instead of a random
+        initialisation (e.g. from the unigram point ``θ_π`` of Makkuva et al. 2024,
+        eq. (11), to see whether training leaves it); its options must equal
+        ``model_options``. The runs then differ only in their data.
 
     Raises
     ------
@@ -202,8 +210,20 @@ def train_markov(
     P32 = P.to(torch.float32)
     pi = stationary_distribution(P)  # (R, K): each chain starts at its stationary law
 
+    if start_from is not None:
+        if not isinstance(start_from, MarkovTransformer):
+            kind = type(start_from).__name__
+            raise TypeError(f"start_from must be a MarkovTransformer; got {kind}")
+        theirs = {**start_from.options, "init_std": opts["init_std"]}
+        if theirs != {k: opts[k] for k in theirs}:
+            raise ValueError(f"start_from has options {start_from.options}, model_options {opts}")
+        start_state = {k: v.detach().float().clone() for k, v in start_from.state_dict().items()}
+
     def make_model() -> MarkovTransformer:
-        return MarkovTransformer(**opts)
+        model = MarkovTransformer(**opts)
+        if start_from is not None:
+            model.load_state_dict(start_state)
+        return model
 
     def batch_fn(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
         idx = runs.cpu() - first_run  # (R,) global run indices -> rows of the kernels
@@ -253,6 +273,50 @@ def _concatenate(parts: list[TrainResult]) -> TrainResult:
         config=parts[0].config,
         template=parts[0].template,
     )
+
+
+def threshold_bracket(ps: Any, gaps: Any, *, level: float = 0.5) -> tuple[float, float]:
+    """Bracket a switching threshold from where training runs end.
+
+    For the symmetric ``K``-state chain the tied unigram point turns from saddle into bad
+    local minimum at ``p* = (K - 1) / K`` (the ``K``-state version of Makkuva et al. 2024,
+    Thm. 2, proved in the book). Given the final :func:`unigram_gap` of several seeds at
+    each switching probability, this returns ``(p_lo, p_hi)``: ``p_lo`` the largest ``p``
+    below ``p_hi`` at which **every** run left the unigram (gap ``< level``), ``p_hi`` the
+    smallest ``p`` from which on every run, at it and at all larger ``p``, is stuck (gap
+    ``> level``). Probabilities with mixed outcomes stay inside the bracket. A side that
+    does not exist is ``nan``.
+
+    Parameters
+    ----------
+    ps : array-like
+        Switching probabilities, shape ``(M,)``, distinct.
+    gaps : array-like
+        Final gaps, shape ``(M, seeds)``.
+    level : float
+        Gap separating "left the unigram" from "stuck" (default 0.5, half-way).
+    """
+    if isinstance(ps, (list, tuple)):
+        ps = torch.tensor(ps, dtype=torch.float64)  # keep the given decimals exactly
+    ps = as_tensor("ps", ps, ndim=1)
+    gaps = as_tensor("gaps", gaps, ndim=2)
+    level = check_float("level", level)
+    if gaps.shape[0] != ps.shape[0] or gaps.shape[1] < 1:
+        raise ValueError(f"gaps must have shape ({ps.shape[0]}, seeds); got {tuple(gaps.shape)}")
+    if len(set(ps.tolist())) != ps.shape[0]:
+        raise ValueError("ps must be distinct")
+    order = torch.argsort(ps)
+    ps, gaps = ps[order], gaps[order]
+    stuck = (gaps > level).all(1)
+    left = (gaps < level).all(1)
+    p_hi = math.nan
+    for i in range(len(ps) - 1, -1, -1):  # the run of all-stuck probabilities at the top
+        if not stuck[i]:
+            break
+        p_hi = float(ps[i])
+    below = [float(p) for p, ok in zip(ps, left, strict=True) if ok and not p >= p_hi]
+    p_lo = max(below) if below else math.nan
+    return p_lo, p_hi
 
 
 def unigram_gap(loss: Any, kernels: Any, *, undefined: float | None = None) -> torch.Tensor:
