@@ -16,6 +16,7 @@ from ccmc_lite.ccmc import (
     ccmc_distribution,
     collapse_explorer,
     collapse_exponent,
+    collapse_lower_bound,
     compare_decay_exponents,
     draw_collapse,
     explorer_chain,
@@ -29,6 +30,7 @@ from ccmc_lite.ccmc import (
     sample_trajectories,
     self_reinforcing_tokens,
     stationary_of_reweighted,
+    weak_frequency_exact,
     weak_weak_exponent,
     zero_diagonal,
 )
@@ -44,11 +46,15 @@ def test_binary_chain_and_exponents():
     assert weak_weak_exponent(0.4) == pytest.approx(1 / 3)
     assert weak_weak_exponent(0.3) < 0
     np.testing.assert_allclose(collapse_exponent([0.1, 0.25]), [8 / 9, 2 / 3])
+    assert collapse_exponent(0.5) == 0.0
     for bad in (0.0, 1.0, float("nan")):
         with pytest.raises(ValueError, match="p must lie in"):
             collapse_exponent(bad)
         with pytest.raises(ValueError, match="p must"):
             binary_collapse_chain(bad)
+    for bad in (0.6, [0.2, 0.7]):  # p > 1/2: the weak token would be token 0
+        with pytest.raises(ValueError, match=r"p must lie in \(0, 1/2\].*p=.*0\.[67]"):
+            collapse_exponent(bad)
 
 
 def test_random_chain_and_zero_diagonal():
@@ -193,3 +199,46 @@ def test_compare_decay_exponents_on_exact_power_laws():
         assert measured == pytest.approx(conjectured, abs=1e-9)
         assert conjectured == pytest.approx(-float(alpha[j]))
         assert abs(local - conjectured) < 0.05  # the window is close to the vertex
+
+
+def test_weak_frequency_exact_matches_monte_carlo():
+    """The dynamic program over the weak count agrees with simulated trajectories."""
+    p, T, R = 0.3, 150, 6000
+    exact = weak_frequency_exact(p, T)[0]
+    assert np.isnan(exact[:2]).all() and exact[2] == 0.5
+    times = np.array([10, 50, 150])
+    sim = sample_trajectories(
+        binary_collapse_chain(p), [0, 1], T, seed=0, n_traj=R, keep_tokens=False, record_at=times
+    )
+    weak = sim.frequencies[..., 1].numpy()  # (R, C)
+    se = weak.std(0) / np.sqrt(R)
+    np.testing.assert_array_less(np.abs(weak.mean(0) - exact[times + 2]), 4 * se + 1e-12)
+    # other prompts: a longer one with two weak tokens
+    ex2 = weak_frequency_exact([0.2, 0.4], 50, prompt=[0, 1, 1, 0, 0])
+    assert ex2.shape == (2, 56) and ex2[0, 5] == pytest.approx(0.4)
+    for bad in ([0, 0], [0, 2, 1], []):
+        with pytest.raises(ValueError, match="prompt must"):
+            weak_frequency_exact(0.2, 10, prompt=bad)
+    with pytest.raises(ValueError, match="p must lie in"):
+        weak_frequency_exact(0.7, 10)
+
+
+def test_collapse_lower_bound_and_the_lemma_53_counterexample():
+    """The linearised recursion is a lower bound; the exact mean exceeds t^(-q)."""
+    ps = np.array([0.1, 0.2, 0.3])
+    T = 2000
+    exact = weak_frequency_exact(ps, T)
+    t = np.arange(2, T + 3)
+    lower = collapse_lower_bound(ps[:, None], t[None, :])
+    assert (exact[:, 2:] >= lower - 1e-12).all()
+    # the Gamma form equals the product started at the prompt length
+    q = collapse_exponent(0.2)
+    prod = 0.5 * np.prod(1 - q / np.arange(3, 101))
+    assert collapse_lower_bound(0.2, 100) == pytest.approx(prod, rel=1e-10)
+    # Lemma 5.3 claims E[m_t] < t^(-q) for large t; for the prompt [0, 1] it is false
+    qs = collapse_exponent(ps)
+    assert (exact[:, -1] * (T + 2) ** qs > 1.0).all()
+    with pytest.raises(ValueError, match="t must be"):
+        collapse_lower_bound(0.2, 1)
+    with pytest.raises(ValueError, match="prompt_weak"):
+        collapse_lower_bound(0.2, 10, prompt_length=2, prompt_weak=2)

@@ -31,6 +31,7 @@ __all__ = [
     "binary_collapse_chain",
     "collapse_explorer",
     "collapse_exponent",
+    "collapse_lower_bound",
     "compare_decay_exponents",
     "draw_collapse",
     "explorer_chain",
@@ -43,6 +44,7 @@ __all__ = [
     "running_frequencies",
     "self_reinforcing_tokens",
     "stationary_of_reweighted",
+    "weak_frequency_exact",
     "weak_weak_exponent",
     "zero_diagonal",
 ]
@@ -72,19 +74,25 @@ def binary_collapse_chain(p: float) -> torch.Tensor:
 def collapse_exponent(p: Any) -> Any:
     """:math:`q = (1 - 2p)/(1 - p)`, the decay exponent of Lemma 5.3 (eq. (50)).
 
+    Lemma 5.3 is stated for ``p < 1/2`` (token 1 is then the weak token); at ``p = 1/2``
+    ``q = 0`` (no collapse). For ``p > 1/2`` the roles swap and the formula would give a
+    negative "exponent", so such ``p`` is rejected: pass ``1 - p`` instead.
+
     Parameters
     ----------
     p : float or array-like
-        Weak-token probability in ``(0, 1)``.
+        Weak-token probability in ``(0, 1/2]``.
 
     Returns
     -------
     float or numpy.ndarray
-        ``q``.
+        ``q`` in ``[0, 1)``.
     """
     arr = np.asarray(p, dtype=float)
-    if np.any(~np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr >= 1):
-        raise ValueError(f"p must lie in (0, 1); got {p!r}")
+    if np.any(~np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr > 0.5):
+        raise ValueError(
+            f"p must lie in (0, 1/2] (the weak token's probability, Lemma 5.3); got p={p!r}"
+        )
     q = (1 - 2 * arr) / (1 - arr)
     return float(q) if q.ndim == 0 else q
 
@@ -99,7 +107,7 @@ def weak_weak_exponent(p: Any) -> Any:
     Parameters
     ----------
     p : float or array-like
-        In ``(0, 1)``.
+        In ``(0, 1/2]``.
 
     Returns
     -------
@@ -107,6 +115,104 @@ def weak_weak_exponent(p: Any) -> Any:
     """
     q = collapse_exponent(p)
     return 1 - 2 * q
+
+
+def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
+    """Exact :math:`\\mathbb E[m(X_t)_{\\text{weak}}]` for the chain of Lemma 5.3 (dynamic program).
+
+    With rows ``(1 - p, p)`` the next token depends only on the weak-token count ``S`` of
+    the current sequence of length ``L``: it is weak with probability
+    :math:`Sp/(Sp + (L-S)(1-p))` (Ildiz et al. 2024, eq. (48)). The law of ``S`` is
+    propagated exactly, one appended token at a time (``O(length^2)`` work), so no
+    approximation such as eq. (49)'s ``≈`` enters.
+
+    Parameters
+    ----------
+    p : float or array-like
+        Weak-token probability(ies) in ``(0, 1/2]``; several are propagated together.
+    length : int
+        Number of generated tokens ``T``.
+    prompt : sequence of int
+        Initial prompt over ``{0, 1}`` containing both tokens (token 1 is the weak one).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is :math:`\\mathbb E[m(X_t)_1]` at sequence
+        length ``t`` for ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
+    """
+    p_arr = np.atleast_1d(np.asarray(p, dtype=float))
+    if p_arr.ndim != 1:
+        raise ValueError(f"p must be a scalar or a 1-D array; got shape {p_arr.shape}")
+    collapse_exponent(p_arr)  # validates 0 < p <= 1/2
+    length = check_int("length", length, minimum=1)
+    toks = [int(v) for v in np.asarray(prompt).ravel()]
+    if not toks or any(v not in (0, 1) for v in toks) or len(set(toks)) != 2:
+        raise ValueError(f"prompt must contain both tokens 0 and 1, nothing else; got {prompt!r}")
+    L0, S0 = len(toks), sum(toks)
+    T = L0 + length
+    n = p_arr.shape[0]
+    pc = p_arr[:, None]
+    S = np.arange(T + 1, dtype=float)
+    a, b = S * pc, S * (1 - pc)
+    dist = np.zeros((n, T + 1))
+    dist[:, S0] = 1.0
+    inc = np.empty((n, T + 1))
+    mean_S = np.full(n, float(S0))
+    out = np.full((n, T + 1), np.nan)
+    out[:, L0] = S0 / L0
+    for L in range(L0, T):
+        k = L + 1
+        f = a[:, :k] / (a[:, :k] + (L * (1 - pc) - b[:, :k]))  # eq. (48), exact
+        np.multiply(dist[:, :k], f, out=inc[:, :k])
+        mean_S += inc[:, :k].sum(1)
+        dist[:, :k] -= inc[:, :k]
+        dist[:, 1 : k + 1] += inc[:, :k]
+        out[:, L + 1] = mean_S / (L + 1)
+    return out
+
+
+def collapse_lower_bound(p: Any, t: Any, *, prompt_length: int = 2, prompt_weak: int = 1) -> Any:
+    """The linearised recursion of Lemma 5.3, started at the prompt: a *lower* bound.
+
+    The exact increment of eq. (48) is :math:`\\bar p S/(L - qS) \\ge \\bar p S/L`
+    (:math:`\\bar p = p/(1-p)`, :math:`q = 1 - \\bar p`), so dropping the :math:`S` term as in
+    eq. (49) *under*-estimates :math:`\\mathbb E[S]`, and the recursion (50) gives, exactly,
+
+    .. math::
+        \\mathbb E[m(X_t)_{\\text{weak}}] \\ge m_0 \\prod_{\\tau=L_0+1}^{t} (1 - q/\\tau)
+        = m_0\\,\\frac{\\Gamma(L_0+1)\\,\\Gamma(t+1-q)}{\\Gamma(L_0+1-q)\\,\\Gamma(t+1)}
+        \\sim m_0\\,\\frac{\\Gamma(L_0+1)}{\\Gamma(L_0+1-q)}\\, t^{-q},
+
+    with the product starting at the prompt length :math:`L_0` (eq. (51) starts it at 1),
+    :math:`m_0 = S_0/L_0`. It is not the upper bound that Lemma 5.3 states.
+
+    Parameters
+    ----------
+    p : float or array-like
+        In ``(0, 1/2]``.
+    t : float or array-like
+        Sequence lengths ``>= prompt_length`` (broadcast against ``p``).
+    prompt_length : int
+        :math:`L_0`.
+    prompt_weak : int
+        Weak tokens in the prompt, :math:`S_0`, ``1 <= S_0 < L_0``.
+
+    Returns
+    -------
+    float or numpy.ndarray
+    """
+    from scipy.special import gammaln
+
+    q = np.asarray(collapse_exponent(p), dtype=float)
+    L0 = check_int("prompt_length", prompt_length, minimum=2)
+    S0 = check_int("prompt_weak", prompt_weak, minimum=1, maximum=L0 - 1)
+    t_arr = np.asarray(t, dtype=float)
+    if np.any(~np.isfinite(t_arr)) or np.any(t_arr < L0):
+        raise ValueError(f"t must be >= prompt_length={L0}; got {t!r}")
+    log_val = gammaln(L0 + 1) - gammaln(L0 + 1 - q) + gammaln(t_arr + 1 - q) - gammaln(t_arr + 1)
+    val = (S0 / L0) * np.exp(log_val)
+    return float(val) if val.ndim == 0 else val
 
 
 def random_chain(K: int, *, seed: int, scale: float = 1.0) -> torch.Tensor:
