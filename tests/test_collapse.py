@@ -29,6 +29,7 @@ from ccmc_lite.ccmc import (
     running_frequencies,
     sample_trajectories,
     self_reinforcing_tokens,
+    stable_fixed_points,
     stationary_of_reweighted,
     weak_frequency_exact,
     weak_weak_exponent,
@@ -242,3 +243,21 @@ def test_collapse_lower_bound_and_the_lemma_53_counterexample():
         collapse_lower_bound(0.2, 1)
     with pytest.raises(ValueError, match="prompt_weak"):
         collapse_lower_bound(0.2, 10, prompt_length=2, prompt_weak=2)
+
+
+def test_stable_fixed_points():
+    """K = 2: only the strong vertex; random layers: the self-reinforcing vertices."""
+    (S, m, alpha), *rest = stable_fixed_points(binary_collapse_chain(0.3))
+    assert not rest and S == (0,)
+    assert float(alpha[1]) == pytest.approx(collapse_exponent(0.3), abs=1e-9)
+    P = random_chain(5, seed=3)
+    vertices = [S[0] for S, _, _ in stable_fixed_points(P) if len(S) == 1]
+    assert vertices == self_reinforcing_tokens(P)
+    Z = zero_diagonal(P)
+    found = stable_fixed_points(Z)
+    assert found and all(len(S) >= 2 for S, _, _ in found)
+    for S, m, alpha in found:
+        torch.testing.assert_close(stationary_of_reweighted(Z, m), m, atol=1e-7, rtol=0)
+        assert bool((alpha[[k for k in range(5) if k not in S]] > 0).all())
+    with pytest.raises(ValueError, match="K=11"):
+        stable_fixed_points(random_chain(11, seed=0))

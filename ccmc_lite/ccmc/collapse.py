@@ -43,6 +43,7 @@ __all__ = [
     "random_chain",
     "running_frequencies",
     "self_reinforcing_tokens",
+    "stable_fixed_points",
     "stationary_of_reweighted",
     "weak_frequency_exact",
     "weak_weak_exponent",
@@ -374,6 +375,90 @@ def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torc
     for _ in range(steps):
         m = m + dt * (stationary_of_reweighted(P, m) - m)
     return m
+
+
+def stable_fixed_points(
+    P: Any, *, steps: int = 300, dt: float = 0.5, tol: float = 1e-7
+) -> list[tuple[tuple[int, ...], torch.Tensor, torch.Tensor]]:
+    """Fixed points :math:`m^* = \\mu(m^*)` that no absent token can invade (beyond the paper).
+
+    For every support ``S`` (every non-empty subset of tokens) the mean-field ODE
+    :math:`\\dot m = \\mu(m) - m` (:func:`fixed_point`) is followed from the uniform point of
+    the face ``S``; a face is kept when the ODE converges there to a point with all of ``S``
+    present (``|mu(m) - m| < tol`` and ``m_i > tol`` on ``S``) and every token outside ``S``
+    has a positive decay exponent :math:`\\alpha_j` (:func:`predicted_decay_exponents`): the
+    conjectured long-run supports of a trajectory (Ildiz et al. 2024, Sec. 5, prove this
+    picture only for ``K = 2``). Cost: ``2^K - 1`` ODE runs, so meant for small ``K``.
+
+    Parameters
+    ----------
+    P : array-like
+        ``(K, K)`` row-stochastic, ``K <= 10``.
+    steps : int
+        Euler steps per face.
+    dt : float
+        Euler step size.
+    tol : float
+        Convergence and presence tolerance.
+
+    Returns
+    -------
+    list of (tuple of int, Tensor, Tensor)
+        ``(S, m_star, alpha)`` per stable face, ``alpha`` the ``(K,)`` exponents of the
+        tokens outside ``S`` (``nan`` on ``S``); the slowest loser fades like
+        :math:`t^{-\\min_j \\alpha_j}`.
+    """
+    P = check_transition(P)
+    K = P.shape[0]
+    if K > 10:
+        raise ValueError(f"stable_fixed_points enumerates 2^K faces; K={K} > 10 is too many")
+    steps = check_int("steps", steps, minimum=1)
+    dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
+    tol = check_float("tol", tol, minimum=0.0, open_lower=True)
+    faces = torch.tensor(
+        [[mask >> k & 1 for k in range(K)] for mask in range(1, 2**K)], dtype=torch.float64
+    )
+    # faces on which P^m has a state with no way out (e.g. a zero diagonal) are skipped
+    ok = (((P[None] * faces[:, None, :]).sum(-1) > 0) | (faces == 0)).all(-1)
+    m = faces[ok] / faces[ok].sum(-1, keepdim=True)
+    for _ in range(steps):  # batched Euler steps of fixed_point, all faces at once
+        m = m + dt * (_stationary_batch(P, m) - m)
+    resid = (_stationary_batch(P, m) - m).abs().amax(-1)
+    out = []
+    for face, m_f, r in zip(faces[ok], m, resid, strict=True):
+        S = tuple(int(k) for k in face.nonzero().flatten())
+        if float(r) > tol or bool((m_f[list(S)] <= tol).any()):
+            continue
+        m_f = m_f * face
+        m_f = m_f / m_f.sum()
+        if len(S) == K:
+            alpha = torch.full((K,), float("nan"), dtype=torch.float64)
+        else:
+            alpha = predicted_decay_exponents(P, m_f)
+            if bool((alpha[~torch.isnan(alpha)] <= 0).any()):
+                continue
+        out.append((S, m_f, alpha))
+    return out
+
+
+def _stationary_batch(P: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+    """:func:`stationary_of_reweighted` for a batch ``(F, K)`` of weights (no validation).
+
+    Rows of tokens outside ``supp(m)`` are replaced by ``m`` itself, so those tokens get no
+    mass and the stationary law is that of :math:`P^m` on the support.
+    """
+    F, K = M.shape
+    Pm = P[None] * M[:, None, :]
+    sums = Pm.sum(-1, keepdim=True)
+    on = (M > 0)[..., None]
+    w = M / M.sum(-1, keepdim=True)
+    Pm = torch.where(on, Pm / sums.clamp(min=1e-300), w[:, None, :].expand(F, K, K))
+    eye = torch.eye(K, dtype=torch.float64).expand(F, K, K)
+    A = torch.cat([Pm.transpose(-1, -2) - eye, torch.ones(F, 1, K, dtype=torch.float64)], -2)
+    b = torch.zeros(F, K + 1, 1, dtype=torch.float64)
+    b[:, -1] = 1.0
+    mu = torch.linalg.lstsq(A, b).solution.squeeze(-1).clamp(min=0) * (M > 0)
+    return mu / mu.sum(-1, keepdim=True)
 
 
 def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Tensor:
