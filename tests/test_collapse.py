@@ -14,6 +14,7 @@ import torch
 from ccmc_lite.ccmc import (
     binary_collapse_chain,
     ccmc_distribution,
+    collapse_census,
     collapse_explorer,
     collapse_exponent,
     collapse_lower_bound,
@@ -22,6 +23,7 @@ from ccmc_lite.ccmc import (
     explorer_chain,
     fit_decay_exponents,
     fixed_point,
+    near_stability_boundary,
     plot_frequency_curves,
     plot_snapshots,
     predicted_decay_exponents,
@@ -261,3 +263,23 @@ def test_stable_fixed_points():
         assert bool((alpha[[k for k in range(5) if k not in S]] > 0).all())
     with pytest.raises(ValueError, match="K=11"):
         stable_fixed_points(random_chain(11, seed=0))
+
+
+def test_near_boundary_and_census():
+    """Near the boundary every vertex is stable but only barely; the census runs per K."""
+    P = random_chain(3, seed=1)
+    Q = near_stability_boundary(P, 0.05)
+    assert self_reinforcing_tokens(Q) == [0, 1, 2]
+    alpha = predicted_decay_exponents(Q, 0)
+    assert float(np.nanmin(alpha.numpy())) == pytest.approx(1 - 1 / 1.05)
+    with pytest.raises(ValueError, match="delta"):
+        near_stability_boundary(P, 0.0)
+    layers = [binary_collapse_chain(0.1), Q, random_chain(4, seed=2)]
+    rows = collapse_census(layers, 400, n_traj=50, seed=0)
+    assert [r["K"] for r in rows] == [2, 3, 4]
+    assert rows[0]["limits"] == [(0,)] and rows[0]["single"] == 1
+    assert rows[0]["alpha_min"] == pytest.approx(collapse_exponent(0.1))
+    assert rows[0]["near"] > 0.9 and rows[1]["alpha_min"] < 0.05
+    assert rows[2]["final"].shape == (50, 4)
+    with pytest.raises(ValueError, match="Ps"):
+        collapse_census([], 10, n_traj=2, seed=0)

@@ -29,6 +29,7 @@ from .chain import check_transition
 
 __all__ = [
     "binary_collapse_chain",
+    "collapse_census",
     "collapse_explorer",
     "collapse_exponent",
     "collapse_lower_bound",
@@ -37,6 +38,7 @@ __all__ = [
     "explorer_chain",
     "fit_decay_exponents",
     "fixed_point",
+    "near_stability_boundary",
     "plot_frequency_curves",
     "plot_snapshots",
     "predicted_decay_exponents",
@@ -438,6 +440,108 @@ def stable_fixed_points(
             if bool((alpha[~torch.isnan(alpha)] <= 0).any()):
                 continue
         out.append((S, m_f, alpha))
+    return out
+
+
+def near_stability_boundary(P: Any, delta: float) -> torch.Tensor:
+    """``P`` with every diagonal entry set just above its row's largest other entry.
+
+    ``P[w, w] = (1 + delta) max_{j != w} P[w, j]`` for every ``w``, rows renormalised:
+    every vertex ``e_w`` is then a stable fixed point, but only barely — its slowest loser
+    decays like :math:`t^{-\\alpha}` with :math:`\\alpha = 1 - 1/(1+\\delta)`
+    (:func:`predicted_decay_exponents`; beyond the paper).
+
+    Parameters
+    ----------
+    P : array-like
+        ``(K, K)`` row-stochastic.
+    delta : float
+        Relative margin, ``> 0``.
+
+    Returns
+    -------
+    Tensor
+        ``(K, K)`` row-stochastic.
+    """
+    P = check_transition(P).clone()
+    delta = check_float("delta", delta, minimum=0.0, open_lower=True)
+    off = P.clone()
+    off.fill_diagonal_(-1.0)
+    P.diagonal().copy_(off.max(-1).values * (1 + delta))
+    return P / P.sum(-1, keepdim=True)
+
+
+def collapse_census(
+    Ps: Any, length: int, *, n_traj: int, seed: int, tv: float = 0.1
+) -> list[dict[str, Any]]:
+    """Do trajectories of length ``length`` sit near a conjectured limit? (beyond the paper).
+
+    For each layer, :func:`stable_fixed_points` lists the conjectured limits; ``n_traj``
+    trajectories from the prompt ``[0, ..., K-1]`` (all layers of one ``K`` in one batched
+    program) are compared at the end with the nearest one in total variation.
+
+    Parameters
+    ----------
+    Ps : sequence of array-like
+        ``(K, K)`` base chains (``K`` may differ between layers, ``K <= 10``).
+    length : int
+        Generated tokens per trajectory.
+    n_traj : int
+        Trajectories per layer.
+    seed : int
+        Sampling seed.
+    tv : float
+        A trajectory counts as *near* a limit when its final frequencies are within this
+        total-variation distance of it.
+
+    Returns
+    -------
+    list of dict
+        Per layer: ``K``, ``limits`` (list of supports), ``single`` (number of single-token
+        limits), ``alpha_min`` (slowest conjectured loser exponent over all limits; ``nan``
+        if a limit has full support), ``near`` (fraction of trajectories within ``tv`` of a
+        limit), ``majority`` (fraction whose top token exceeds 1/2), ``final`` (``(n_traj,
+        K)`` final frequencies).
+    """
+    from .chain import sample_trajectories
+
+    chains = [check_transition(P) for P in Ps]
+    if not chains:
+        raise ValueError("Ps must contain at least one chain")
+    length = check_int("length", length, minimum=1)
+    n_traj = check_int("n_traj", n_traj, minimum=1)
+    tv = check_float("tv", tv, minimum=0.0, maximum=1.0, open_lower=True)
+    finals: dict[int, torch.Tensor] = {}
+    for K in sorted({P.shape[0] for P in chains}):
+        idx = [i for i, P in enumerate(chains) if P.shape[0] == K]
+        batch = torch.stack([chains[i] for i in idx]).repeat_interleave(n_traj, 0)
+        traj = sample_trajectories(batch, list(range(K)), length, seed=seed, keep_tokens=False)
+        F = traj.frequencies[:, -1].reshape(len(idx), n_traj, K)
+        finals.update({i: F[a] for a, i in enumerate(idx)})
+    out = []
+    for i, P in enumerate(chains):
+        limits = stable_fixed_points(P)
+        F = finals[i]
+        if limits:
+            M = torch.stack([m for _, m, _ in limits])  # (n_lim, K)
+            dist = 0.5 * (F[:, None, :] - M[None]).abs().sum(-1).min(-1).values
+            near = float((dist <= tv).double().mean())
+            alphas = torch.cat([a[~torch.isnan(a)] for _, _, a in limits])
+            full = any(len(S) == P.shape[0] for S, _, _ in limits)
+            alpha_min = float("nan") if full or alphas.numel() == 0 else float(alphas.min())
+        else:
+            near, alpha_min = 0.0, float("nan")
+        out.append(
+            {
+                "K": P.shape[0],
+                "limits": [S for S, _, _ in limits],
+                "single": sum(len(S) == 1 for S, _, _ in limits),
+                "alpha_min": alpha_min,
+                "near": near,
+                "majority": float((F.max(-1).values > 0.5).double().mean()),
+                "final": F,
+            }
+        )
     return out
 
 
