@@ -23,6 +23,7 @@ from ccmc_lite.ccmc import (
     explorer_chain,
     fit_decay_exponents,
     fixed_point,
+    interior_rates,
     near_stability_boundary,
     plot_frequency_curves,
     plot_snapshots,
@@ -283,3 +284,17 @@ def test_near_boundary_and_census():
     assert rows[2]["final"].shape == (50, 4)
     with pytest.raises(ValueError, match="Ps"):
         collapse_census([], 10, n_traj=2, seed=0)
+
+
+def test_interior_rates():
+    """Negative at a stable interior fixed point; empty at a vertex; K = 2 analytic case."""
+    Z = zero_diagonal(random_chain(6, seed=1))
+    ((S, m, _),) = stable_fixed_points(Z)
+    lam = interior_rates(Z, m)
+    assert lam.shape == (len(S) - 1,) and (lam.real < 0).all()
+    assert interior_rates(binary_collapse_chain(0.3), [1.0, 0.0]).shape == (0,)
+    # K = 2 with P = [[0, 1], [1, 0]]: mu(m) = (1/2, 1/2) for every interior m -> rate -1
+    swap = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    np.testing.assert_allclose(interior_rates(swap, [0.5, 0.5]).real, [-1.0], atol=1e-6)
+    with pytest.raises(ValueError, match="m must be"):
+        interior_rates(Z, [0.0] * 6)

@@ -38,6 +38,7 @@ __all__ = [
     "explorer_chain",
     "fit_decay_exponents",
     "fixed_point",
+    "interior_rates",
     "near_stability_boundary",
     "plot_frequency_curves",
     "plot_snapshots",
@@ -563,6 +564,59 @@ def _stationary_batch(P: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
     b[:, -1] = 1.0
     mu = torch.linalg.lstsq(A, b).solution.squeeze(-1).clamp(min=0) * (M > 0)
     return mu / mu.sum(-1, keepdim=True)
+
+
+def interior_rates(P: Any, m: Any, *, h: float = 1e-6) -> np.ndarray:
+    """Eigenvalues of the mean-field ODE :math:`\\dot m = \\mu(m) - m` linearised *within* the face.
+
+    At a fixed point :math:`m^*` with support ``S`` the Jacobian of :math:`\\mu(m) - m`
+    restricted to the directions that keep ``sum(m) = 1`` and stay in ``S`` has eigenvalues
+    :math:`\\lambda`; since the ODE runs in the time :math:`\\log t`, a deviation from
+    :math:`m^*` along an eigenvector shrinks like :math:`t^{\\mathrm{Re}\\,\\lambda}`. The
+    slowest (largest real part) sets how fast a trajectory settles *inside* its support,
+    as :func:`predicted_decay_exponents` does for the tokens outside it (beyond the paper;
+    Ildiz et al. 2024 treat only ``K = 2``, where the face is a vertex). Central finite
+    differences of :func:`stationary_of_reweighted`.
+
+    Parameters
+    ----------
+    P : array-like
+        ``(K, K)`` row-stochastic.
+    m : array-like
+        ``(K,)`` fixed point (e.g. from :func:`stable_fixed_points`).
+    h : float
+        Finite-difference step.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(|S| - 1,)`` complex eigenvalues sorted by decreasing real part (empty for a
+        vertex).
+    """
+    P = check_transition(P)
+    m = as_tensor("m", m, dtype=torch.float64, ndim=1)
+    if m.shape[0] != P.shape[0] or bool((m < 0).any()) or float(m.sum()) <= 0:
+        raise ValueError(f"m must be {P.shape[0]} non-negative weights, not all zero")
+    h = check_float("h", h, minimum=0.0, maximum=1e-2, open_lower=True)
+    S = (m > 0).nonzero().flatten()
+    n = len(S)
+    if n == 1:
+        return np.zeros(0, dtype=complex)
+    m = m / m.sum()
+    basis = torch.linalg.svd(torch.ones(1, n, dtype=torch.float64))[2][1:].T  # (n, n-1)
+
+    def field(x: torch.Tensor) -> torch.Tensor:
+        full = torch.zeros_like(m)
+        full[S] = x
+        return (stationary_of_reweighted(P, full) - full)[S]
+
+    cols = [
+        (field(m[S] + h * basis[:, k]) - field(m[S] - h * basis[:, k])) / (2 * h)
+        for k in range(n - 1)
+    ]
+    J = basis.T @ torch.stack(cols, 1)
+    eig = np.linalg.eigvals(J.numpy())
+    return eig[np.argsort(-eig.real)]
 
 
 def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Tensor:
