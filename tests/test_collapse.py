@@ -14,13 +14,17 @@ import torch
 from ccmc_lite.ccmc import (
     binary_collapse_chain,
     ccmc_distribution,
+    collapse_census,
     collapse_explorer,
     collapse_exponent,
+    collapse_lower_bound,
     compare_decay_exponents,
     draw_collapse,
     explorer_chain,
     fit_decay_exponents,
     fixed_point,
+    interior_rates,
+    near_stability_boundary,
     plot_frequency_curves,
     plot_snapshots,
     predicted_decay_exponents,
@@ -28,7 +32,9 @@ from ccmc_lite.ccmc import (
     running_frequencies,
     sample_trajectories,
     self_reinforcing_tokens,
+    stable_fixed_points,
     stationary_of_reweighted,
+    weak_frequency_exact,
     weak_weak_exponent,
     zero_diagonal,
 )
@@ -44,11 +50,15 @@ def test_binary_chain_and_exponents():
     assert weak_weak_exponent(0.4) == pytest.approx(1 / 3)
     assert weak_weak_exponent(0.3) < 0
     np.testing.assert_allclose(collapse_exponent([0.1, 0.25]), [8 / 9, 2 / 3])
+    assert collapse_exponent(0.5) == 0.0
     for bad in (0.0, 1.0, float("nan")):
         with pytest.raises(ValueError, match="p must lie in"):
             collapse_exponent(bad)
         with pytest.raises(ValueError, match="p must"):
             binary_collapse_chain(bad)
+    for bad in (0.6, [0.2, 0.7]):  # p > 1/2: the weak token would be token 0
+        with pytest.raises(ValueError, match=r"p must lie in \(0, 1/2\].*p=.*0\.[67]"):
+            collapse_exponent(bad)
 
 
 def test_random_chain_and_zero_diagonal():
@@ -193,3 +203,98 @@ def test_compare_decay_exponents_on_exact_power_laws():
         assert measured == pytest.approx(conjectured, abs=1e-9)
         assert conjectured == pytest.approx(-float(alpha[j]))
         assert abs(local - conjectured) < 0.05  # the window is close to the vertex
+
+
+def test_weak_frequency_exact_matches_monte_carlo():
+    """The dynamic program over the weak count agrees with simulated trajectories."""
+    p, T, R = 0.3, 150, 6000
+    exact = weak_frequency_exact(p, T)[0]
+    assert np.isnan(exact[:2]).all() and exact[2] == 0.5
+    times = np.array([10, 50, 150])
+    sim = sample_trajectories(
+        binary_collapse_chain(p), [0, 1], T, seed=0, n_traj=R, keep_tokens=False, record_at=times
+    )
+    weak = sim.frequencies[..., 1].numpy()  # (R, C)
+    se = weak.std(0) / np.sqrt(R)
+    np.testing.assert_array_less(np.abs(weak.mean(0) - exact[times + 2]), 4 * se + 1e-12)
+    # other prompts: a longer one with two weak tokens
+    ex2 = weak_frequency_exact([0.2, 0.4], 50, prompt=[0, 1, 1, 0, 0])
+    assert ex2.shape == (2, 56) and ex2[0, 5] == pytest.approx(0.4)
+    for bad in ([0, 0], [0, 2, 1], []):
+        with pytest.raises(ValueError, match="prompt must"):
+            weak_frequency_exact(0.2, 10, prompt=bad)
+    with pytest.raises(ValueError, match="p must lie in"):
+        weak_frequency_exact(0.7, 10)
+
+
+def test_collapse_lower_bound_and_the_lemma_53_counterexample():
+    """The linearised recursion is a lower bound; the exact mean exceeds t^(-q)."""
+    ps = np.array([0.1, 0.2, 0.3])
+    T = 2000
+    exact = weak_frequency_exact(ps, T)
+    t = np.arange(2, T + 3)
+    lower = collapse_lower_bound(ps[:, None], t[None, :])
+    assert (exact[:, 2:] >= lower - 1e-12).all()
+    # the Gamma form equals the product started at the prompt length
+    q = collapse_exponent(0.2)
+    prod = 0.5 * np.prod(1 - q / np.arange(3, 101))
+    assert collapse_lower_bound(0.2, 100) == pytest.approx(prod, rel=1e-10)
+    # Lemma 5.3 claims E[m_t] < t^(-q) for large t; for the prompt [0, 1] it is false
+    qs = collapse_exponent(ps)
+    assert (exact[:, -1] * (T + 2) ** qs > 1.0).all()
+    with pytest.raises(ValueError, match="t must be"):
+        collapse_lower_bound(0.2, 1)
+    with pytest.raises(ValueError, match="prompt_weak"):
+        collapse_lower_bound(0.2, 10, prompt_length=2, prompt_weak=2)
+
+
+def test_stable_fixed_points():
+    """K = 2: only the strong vertex; random layers: the self-reinforcing vertices."""
+    (S, m, alpha), *rest = stable_fixed_points(binary_collapse_chain(0.3))
+    assert not rest and S == (0,)
+    assert float(alpha[1]) == pytest.approx(collapse_exponent(0.3), abs=1e-9)
+    P = random_chain(5, seed=3)
+    vertices = [S[0] for S, _, _ in stable_fixed_points(P) if len(S) == 1]
+    assert vertices == self_reinforcing_tokens(P)
+    Z = zero_diagonal(P)
+    found = stable_fixed_points(Z)
+    assert found and all(len(S) >= 2 for S, _, _ in found)
+    for S, m, alpha in found:
+        torch.testing.assert_close(stationary_of_reweighted(Z, m), m, atol=1e-7, rtol=0)
+        assert bool((alpha[[k for k in range(5) if k not in S]] > 0).all())
+    with pytest.raises(ValueError, match="K=11"):
+        stable_fixed_points(random_chain(11, seed=0))
+
+
+def test_near_boundary_and_census():
+    """Near the boundary every vertex is stable but only barely; the census runs per K."""
+    P = random_chain(3, seed=1)
+    Q = near_stability_boundary(P, 0.05)
+    assert self_reinforcing_tokens(Q) == [0, 1, 2]
+    alpha = predicted_decay_exponents(Q, 0)
+    assert float(np.nanmin(alpha.numpy())) == pytest.approx(1 - 1 / 1.05)
+    with pytest.raises(ValueError, match="delta"):
+        near_stability_boundary(P, 0.0)
+    layers = [binary_collapse_chain(0.1), Q, random_chain(4, seed=2)]
+    rows = collapse_census(layers, 400, n_traj=50, seed=0)
+    assert [r["K"] for r in rows] == [2, 3, 4]
+    assert rows[0]["limits"] == [(0,)] and rows[0]["single"] == 1
+    assert rows[0]["alpha_min"] == pytest.approx(collapse_exponent(0.1))
+    assert rows[0]["near"] > 0.9 and rows[1]["alpha_min"] < 0.05
+    assert rows[2]["final"].shape == (50, 4)
+    with pytest.raises(ValueError, match="Ps"):
+        collapse_census([], 10, n_traj=2, seed=0)
+
+
+def test_interior_rates():
+    """Negative at a stable interior fixed point; empty at a vertex; K = 2 analytic case."""
+    Z = zero_diagonal(random_chain(6, seed=1))
+    ((S, m, _),) = stable_fixed_points(Z)
+    lam = interior_rates(Z, m)
+    assert lam.shape == (len(S) - 1,) and (lam.real < 0).all()
+    assert interior_rates(binary_collapse_chain(0.3), [1.0, 0.0]).shape == (0,)
+    # K = 2 with P = [[0, 1], [1, 0]]: mu(m) = (1/2, 1/2) for every interior m -> rate -1
+    swap = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
+    np.testing.assert_allclose(interior_rates(swap, [0.5, 0.5]).real, [-1.0], atol=1e-6)
+    with pytest.raises(ValueError, match="m must be"):
+        interior_rates(Z, [0.0] * 6)

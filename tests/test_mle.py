@@ -246,3 +246,46 @@ def test_random_prompts():
     assert prompts == random_prompts(5, 50, min_length=2, max_length=4, seed=0)
     with pytest.raises(ValueError, match="max_length"):
         random_prompts(5, 3, min_length=4, max_length=2, seed=0)
+
+
+def test_mle_exists_detects_weights_running_off():
+    """Ford's condition: without a weak->weak pair the weak row's MLE does not exist."""
+    from ccmc_lite.ccmc import PromptData, mle_exists
+
+    counts = torch.tensor([[3.0, 1.0], [3.0, 1.0], [3.0, 1.0], [2.0, 2.0]], dtype=torch.float64)
+    query = torch.tensor([0, 0, 1, 1])
+    y = torch.tensor([0, 1, 0, 1])
+    E = torch.eye(2, dtype=torch.float64)
+    both = PromptData(counts, query, y, torch.ones(4, dtype=torch.float64), 2)
+    no_ww = PromptData(counts, query, y, torch.tensor([1.0, 1.0, 1.0, 0.0]), 2)
+    assert bool(mle_exists(both)) and not bool(mle_exists(no_ww))
+    good, bad = fit_newton(both, E, tol=1e-10), fit_newton(no_ww, E, tol=1e-10, max_iter=40)
+    assert bool(good.converged) and bool(good.mle_exists)
+    # the gradient vanishes (the old criterion) but the weights run off: not converged
+    assert float(bad.grad_norm) < 1e-6 and float(bad.W.abs().max()) > 5
+    assert not bool(bad.converged) and not bool(bad.mle_exists)
+    assert float(bad.P[1, 1]) < 1e-4
+    # batched weights and batched rows give the same answer
+    batched = PromptData(counts, query, y, torch.stack([both.weights, no_ww.weights]), 2)
+    assert mle_exists(batched).tolist() == [True, False]
+    rows = PromptData(
+        counts.expand(2, 4, 2), query.expand(2, 4), y.expand(2, 4), batched.weights, 2
+    )
+    assert mle_exists(rows).tolist() == [True, False]
+    assert fit_newton(batched, E, max_iter=40).converged.tolist() == [True, False]
+    assert not bool(fit_gd(no_ww, E, steps=50).converged)
+
+
+def test_mle_exists_on_population_and_samples():
+    """Population data always has a minimiser; tiny samples often do not."""
+    from ccmc_lite.ccmc import mle_exists
+
+    E, _W, P, prompts = problem(seed=5, identity=True)
+    pop = population_data(P, prompts)
+    assert bool(mle_exists(pop))
+    small = sample_prompt_data(pop, 10, seed=0, n_runs=20)
+    large = sample_prompt_data(pop, 200_000, seed=0, n_runs=3)
+    ex_small, ex_large = mle_exists(small), mle_exists(large)
+    assert not bool(ex_small.all()) and bool(ex_large.all())
+    fit = fit_newton(small, E, max_iter=30)
+    assert not bool((fit.converged & ~ex_small).any())

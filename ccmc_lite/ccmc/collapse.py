@@ -29,20 +29,26 @@ from .chain import check_transition
 
 __all__ = [
     "binary_collapse_chain",
+    "collapse_census",
     "collapse_explorer",
     "collapse_exponent",
+    "collapse_lower_bound",
     "compare_decay_exponents",
     "draw_collapse",
     "explorer_chain",
     "fit_decay_exponents",
     "fixed_point",
+    "interior_rates",
+    "near_stability_boundary",
     "plot_frequency_curves",
     "plot_snapshots",
     "predicted_decay_exponents",
     "random_chain",
     "running_frequencies",
     "self_reinforcing_tokens",
+    "stable_fixed_points",
     "stationary_of_reweighted",
+    "weak_frequency_exact",
     "weak_weak_exponent",
     "zero_diagonal",
 ]
@@ -72,19 +78,25 @@ def binary_collapse_chain(p: float) -> torch.Tensor:
 def collapse_exponent(p: Any) -> Any:
     """:math:`q = (1 - 2p)/(1 - p)`, the decay exponent of Lemma 5.3 (eq. (50)).
 
+    Lemma 5.3 is stated for ``p < 1/2`` (token 1 is then the weak token); at ``p = 1/2``
+    ``q = 0`` (no collapse). For ``p > 1/2`` the roles swap and the formula would give a
+    negative "exponent", so such ``p`` is rejected: pass ``1 - p`` instead.
+
     Parameters
     ----------
     p : float or array-like
-        Weak-token probability in ``(0, 1)``.
+        Weak-token probability in ``(0, 1/2]``.
 
     Returns
     -------
     float or numpy.ndarray
-        ``q``.
+        ``q`` in ``[0, 1)``.
     """
     arr = np.asarray(p, dtype=float)
-    if np.any(~np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr >= 1):
-        raise ValueError(f"p must lie in (0, 1); got {p!r}")
+    if np.any(~np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr > 0.5):
+        raise ValueError(
+            f"p must lie in (0, 1/2] (the weak token's probability, Lemma 5.3); got p={p!r}"
+        )
     q = (1 - 2 * arr) / (1 - arr)
     return float(q) if q.ndim == 0 else q
 
@@ -99,7 +111,7 @@ def weak_weak_exponent(p: Any) -> Any:
     Parameters
     ----------
     p : float or array-like
-        In ``(0, 1)``.
+        In ``(0, 1/2]``.
 
     Returns
     -------
@@ -107,6 +119,104 @@ def weak_weak_exponent(p: Any) -> Any:
     """
     q = collapse_exponent(p)
     return 1 - 2 * q
+
+
+def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
+    """Exact :math:`\\mathbb E[m(X_t)_{\\text{weak}}]` for the chain of Lemma 5.3 (dynamic program).
+
+    With rows ``(1 - p, p)`` the next token depends only on the weak-token count ``S`` of
+    the current sequence of length ``L``: it is weak with probability
+    :math:`Sp/(Sp + (L-S)(1-p))` (Ildiz et al. 2024, eq. (48)). The law of ``S`` is
+    propagated exactly, one appended token at a time (``O(length^2)`` work), so no
+    approximation such as eq. (49)'s ``≈`` enters.
+
+    Parameters
+    ----------
+    p : float or array-like
+        Weak-token probability(ies) in ``(0, 1/2]``; several are propagated together.
+    length : int
+        Number of generated tokens ``T``.
+    prompt : sequence of int
+        Initial prompt over ``{0, 1}`` containing both tokens (token 1 is the weak one).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is :math:`\\mathbb E[m(X_t)_1]` at sequence
+        length ``t`` for ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
+    """
+    p_arr = np.atleast_1d(np.asarray(p, dtype=float))
+    if p_arr.ndim != 1:
+        raise ValueError(f"p must be a scalar or a 1-D array; got shape {p_arr.shape}")
+    collapse_exponent(p_arr)  # validates 0 < p <= 1/2
+    length = check_int("length", length, minimum=1)
+    toks = [int(v) for v in np.asarray(prompt).ravel()]
+    if not toks or any(v not in (0, 1) for v in toks) or len(set(toks)) != 2:
+        raise ValueError(f"prompt must contain both tokens 0 and 1, nothing else; got {prompt!r}")
+    L0, S0 = len(toks), sum(toks)
+    T = L0 + length
+    n = p_arr.shape[0]
+    pc = p_arr[:, None]
+    S = np.arange(T + 1, dtype=float)
+    a, b = S * pc, S * (1 - pc)
+    dist = np.zeros((n, T + 1))
+    dist[:, S0] = 1.0
+    inc = np.empty((n, T + 1))
+    mean_S = np.full(n, float(S0))
+    out = np.full((n, T + 1), np.nan)
+    out[:, L0] = S0 / L0
+    for L in range(L0, T):
+        k = L + 1
+        f = a[:, :k] / (a[:, :k] + (L * (1 - pc) - b[:, :k]))  # eq. (48), exact
+        np.multiply(dist[:, :k], f, out=inc[:, :k])
+        mean_S += inc[:, :k].sum(1)
+        dist[:, :k] -= inc[:, :k]
+        dist[:, 1 : k + 1] += inc[:, :k]
+        out[:, L + 1] = mean_S / (L + 1)
+    return out
+
+
+def collapse_lower_bound(p: Any, t: Any, *, prompt_length: int = 2, prompt_weak: int = 1) -> Any:
+    """The linearised recursion of Lemma 5.3, started at the prompt: a *lower* bound.
+
+    The exact increment of eq. (48) is :math:`\\bar p S/(L - qS) \\ge \\bar p S/L`
+    (:math:`\\bar p = p/(1-p)`, :math:`q = 1 - \\bar p`), so dropping the :math:`S` term as in
+    eq. (49) *under*-estimates :math:`\\mathbb E[S]`, and the recursion (50) gives, exactly,
+
+    .. math::
+        \\mathbb E[m(X_t)_{\\text{weak}}] \\ge m_0 \\prod_{\\tau=L_0+1}^{t} (1 - q/\\tau)
+        = m_0\\,\\frac{\\Gamma(L_0+1)\\,\\Gamma(t+1-q)}{\\Gamma(L_0+1-q)\\,\\Gamma(t+1)}
+        \\sim m_0\\,\\frac{\\Gamma(L_0+1)}{\\Gamma(L_0+1-q)}\\, t^{-q},
+
+    with the product starting at the prompt length :math:`L_0` (eq. (51) starts it at 1),
+    :math:`m_0 = S_0/L_0`. It is not the upper bound that Lemma 5.3 states.
+
+    Parameters
+    ----------
+    p : float or array-like
+        In ``(0, 1/2]``.
+    t : float or array-like
+        Sequence lengths ``>= prompt_length`` (broadcast against ``p``).
+    prompt_length : int
+        :math:`L_0`.
+    prompt_weak : int
+        Weak tokens in the prompt, :math:`S_0`, ``1 <= S_0 < L_0``.
+
+    Returns
+    -------
+    float or numpy.ndarray
+    """
+    from scipy.special import gammaln
+
+    q = np.asarray(collapse_exponent(p), dtype=float)
+    L0 = check_int("prompt_length", prompt_length, minimum=2)
+    S0 = check_int("prompt_weak", prompt_weak, minimum=1, maximum=L0 - 1)
+    t_arr = np.asarray(t, dtype=float)
+    if np.any(~np.isfinite(t_arr)) or np.any(t_arr < L0):
+        raise ValueError(f"t must be >= prompt_length={L0}; got {t!r}")
+    log_val = gammaln(L0 + 1) - gammaln(L0 + 1 - q) + gammaln(t_arr + 1 - q) - gammaln(t_arr + 1)
+    val = (S0 / L0) * np.exp(log_val)
+    return float(val) if val.ndim == 0 else val
 
 
 def random_chain(K: int, *, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -268,6 +378,245 @@ def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torc
     for _ in range(steps):
         m = m + dt * (stationary_of_reweighted(P, m) - m)
     return m
+
+
+def stable_fixed_points(
+    P: Any, *, steps: int = 300, dt: float = 0.5, tol: float = 1e-7
+) -> list[tuple[tuple[int, ...], torch.Tensor, torch.Tensor]]:
+    """Fixed points :math:`m^* = \\mu(m^*)` that no absent token can invade (beyond the paper).
+
+    For every support ``S`` (every non-empty subset of tokens) the mean-field ODE
+    :math:`\\dot m = \\mu(m) - m` (:func:`fixed_point`) is followed from the uniform point of
+    the face ``S``; a face is kept when the ODE converges there to a point with all of ``S``
+    present (``|mu(m) - m| < tol`` and ``m_i > tol`` on ``S``) and every token outside ``S``
+    has a positive decay exponent :math:`\\alpha_j` (:func:`predicted_decay_exponents`): the
+    conjectured long-run supports of a trajectory (Ildiz et al. 2024, Sec. 5, prove this
+    picture only for ``K = 2``). Cost: ``2^K - 1`` ODE runs, so meant for small ``K``.
+
+    Parameters
+    ----------
+    P : array-like
+        ``(K, K)`` row-stochastic, ``K <= 10``.
+    steps : int
+        Euler steps per face.
+    dt : float
+        Euler step size.
+    tol : float
+        Convergence and presence tolerance.
+
+    Returns
+    -------
+    list of (tuple of int, Tensor, Tensor)
+        ``(S, m_star, alpha)`` per stable face, ``alpha`` the ``(K,)`` exponents of the
+        tokens outside ``S`` (``nan`` on ``S``); the slowest loser fades like
+        :math:`t^{-\\min_j \\alpha_j}`.
+    """
+    P = check_transition(P)
+    K = P.shape[0]
+    if K > 10:
+        raise ValueError(f"stable_fixed_points enumerates 2^K faces; K={K} > 10 is too many")
+    steps = check_int("steps", steps, minimum=1)
+    dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
+    tol = check_float("tol", tol, minimum=0.0, open_lower=True)
+    faces = torch.tensor(
+        [[mask >> k & 1 for k in range(K)] for mask in range(1, 2**K)], dtype=torch.float64
+    )
+    # faces on which P^m has a state with no way out (e.g. a zero diagonal) are skipped
+    ok = (((P[None] * faces[:, None, :]).sum(-1) > 0) | (faces == 0)).all(-1)
+    m = faces[ok] / faces[ok].sum(-1, keepdim=True)
+    for _ in range(steps):  # batched Euler steps of fixed_point, all faces at once
+        m = m + dt * (_stationary_batch(P, m) - m)
+    resid = (_stationary_batch(P, m) - m).abs().amax(-1)
+    out = []
+    for face, m_f, r in zip(faces[ok], m, resid, strict=True):
+        S = tuple(int(k) for k in face.nonzero().flatten())
+        if float(r) > tol or bool((m_f[list(S)] <= tol).any()):
+            continue
+        m_f = m_f * face
+        m_f = m_f / m_f.sum()
+        if len(S) == K:
+            alpha = torch.full((K,), float("nan"), dtype=torch.float64)
+        else:
+            alpha = predicted_decay_exponents(P, m_f)
+            if bool((alpha[~torch.isnan(alpha)] <= 0).any()):
+                continue
+        out.append((S, m_f, alpha))
+    return out
+
+
+def near_stability_boundary(P: Any, delta: float) -> torch.Tensor:
+    """``P`` with every diagonal entry set just above its row's largest other entry.
+
+    ``P[w, w] = (1 + delta) max_{j != w} P[w, j]`` for every ``w``, rows renormalised:
+    every vertex ``e_w`` is then a stable fixed point, but only barely — its slowest loser
+    decays like :math:`t^{-\\alpha}` with :math:`\\alpha = 1 - 1/(1+\\delta)`
+    (:func:`predicted_decay_exponents`; beyond the paper).
+
+    Parameters
+    ----------
+    P : array-like
+        ``(K, K)`` row-stochastic.
+    delta : float
+        Relative margin, ``> 0``.
+
+    Returns
+    -------
+    Tensor
+        ``(K, K)`` row-stochastic.
+    """
+    P = check_transition(P).clone()
+    delta = check_float("delta", delta, minimum=0.0, open_lower=True)
+    off = P.clone()
+    off.fill_diagonal_(-1.0)
+    P.diagonal().copy_(off.max(-1).values * (1 + delta))
+    return P / P.sum(-1, keepdim=True)
+
+
+def collapse_census(
+    Ps: Any, length: int, *, n_traj: int, seed: int, tv: float = 0.1
+) -> list[dict[str, Any]]:
+    """Do trajectories of length ``length`` sit near a conjectured limit? (beyond the paper).
+
+    For each layer, :func:`stable_fixed_points` lists the conjectured limits; ``n_traj``
+    trajectories from the prompt ``[0, ..., K-1]`` (all layers of one ``K`` in one batched
+    program) are compared at the end with the nearest one in total variation.
+
+    Parameters
+    ----------
+    Ps : sequence of array-like
+        ``(K, K)`` base chains (``K`` may differ between layers, ``K <= 10``).
+    length : int
+        Generated tokens per trajectory.
+    n_traj : int
+        Trajectories per layer.
+    seed : int
+        Sampling seed.
+    tv : float
+        A trajectory counts as *near* a limit when its final frequencies are within this
+        total-variation distance of it.
+
+    Returns
+    -------
+    list of dict
+        Per layer: ``K``, ``limits`` (list of supports), ``single`` (number of single-token
+        limits), ``alpha_min`` (slowest conjectured loser exponent over all limits; ``nan``
+        if a limit has full support), ``near`` (fraction of trajectories within ``tv`` of a
+        limit), ``majority`` (fraction whose top token exceeds 1/2), ``final`` (``(n_traj,
+        K)`` final frequencies).
+    """
+    from .chain import sample_trajectories
+
+    chains = [check_transition(P) for P in Ps]
+    if not chains:
+        raise ValueError("Ps must contain at least one chain")
+    length = check_int("length", length, minimum=1)
+    n_traj = check_int("n_traj", n_traj, minimum=1)
+    tv = check_float("tv", tv, minimum=0.0, maximum=1.0, open_lower=True)
+    finals: dict[int, torch.Tensor] = {}
+    for K in sorted({P.shape[0] for P in chains}):
+        idx = [i for i, P in enumerate(chains) if P.shape[0] == K]
+        batch = torch.stack([chains[i] for i in idx]).repeat_interleave(n_traj, 0)
+        traj = sample_trajectories(batch, list(range(K)), length, seed=seed, keep_tokens=False)
+        F = traj.frequencies[:, -1].reshape(len(idx), n_traj, K)
+        finals.update({i: F[a] for a, i in enumerate(idx)})
+    out = []
+    for i, P in enumerate(chains):
+        limits = stable_fixed_points(P)
+        F = finals[i]
+        if limits:
+            M = torch.stack([m for _, m, _ in limits])  # (n_lim, K)
+            dist = 0.5 * (F[:, None, :] - M[None]).abs().sum(-1).min(-1).values
+            near = float((dist <= tv).double().mean())
+            alphas = torch.cat([a[~torch.isnan(a)] for _, _, a in limits])
+            full = any(len(S) == P.shape[0] for S, _, _ in limits)
+            alpha_min = float("nan") if full or alphas.numel() == 0 else float(alphas.min())
+        else:
+            near, alpha_min = 0.0, float("nan")
+        out.append(
+            {
+                "K": P.shape[0],
+                "limits": [S for S, _, _ in limits],
+                "single": sum(len(S) == 1 for S, _, _ in limits),
+                "alpha_min": alpha_min,
+                "near": near,
+                "majority": float((F.max(-1).values > 0.5).double().mean()),
+                "final": F,
+            }
+        )
+    return out
+
+
+def _stationary_batch(P: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+    """:func:`stationary_of_reweighted` for a batch ``(F, K)`` of weights (no validation).
+
+    Rows of tokens outside ``supp(m)`` are replaced by ``m`` itself, so those tokens get no
+    mass and the stationary law is that of :math:`P^m` on the support.
+    """
+    F, K = M.shape
+    Pm = P[None] * M[:, None, :]
+    sums = Pm.sum(-1, keepdim=True)
+    on = (M > 0)[..., None]
+    w = M / M.sum(-1, keepdim=True)
+    Pm = torch.where(on, Pm / sums.clamp(min=1e-300), w[:, None, :].expand(F, K, K))
+    eye = torch.eye(K, dtype=torch.float64).expand(F, K, K)
+    A = torch.cat([Pm.transpose(-1, -2) - eye, torch.ones(F, 1, K, dtype=torch.float64)], -2)
+    b = torch.zeros(F, K + 1, 1, dtype=torch.float64)
+    b[:, -1] = 1.0
+    mu = torch.linalg.lstsq(A, b).solution.squeeze(-1).clamp(min=0) * (M > 0)
+    return mu / mu.sum(-1, keepdim=True)
+
+
+def interior_rates(P: Any, m: Any, *, h: float = 1e-6) -> np.ndarray:
+    """Eigenvalues of the mean-field ODE :math:`\\dot m = \\mu(m) - m` linearised *within* the face.
+
+    At a fixed point :math:`m^*` with support ``S`` the Jacobian of :math:`\\mu(m) - m`
+    restricted to the directions that keep ``sum(m) = 1`` and stay in ``S`` has eigenvalues
+    :math:`\\lambda`; since the ODE runs in the time :math:`\\log t`, a deviation from
+    :math:`m^*` along an eigenvector shrinks like :math:`t^{\\mathrm{Re}\\,\\lambda}`. The
+    slowest (largest real part) sets how fast a trajectory settles *inside* its support,
+    as :func:`predicted_decay_exponents` does for the tokens outside it (beyond the paper;
+    Ildiz et al. 2024 treat only ``K = 2``, where the face is a vertex). Central finite
+    differences of :func:`stationary_of_reweighted`.
+
+    Parameters
+    ----------
+    P : array-like
+        ``(K, K)`` row-stochastic.
+    m : array-like
+        ``(K,)`` fixed point (e.g. from :func:`stable_fixed_points`).
+    h : float
+        Finite-difference step.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(|S| - 1,)`` complex eigenvalues sorted by decreasing real part (empty for a
+        vertex).
+    """
+    P = check_transition(P)
+    m = as_tensor("m", m, dtype=torch.float64, ndim=1)
+    if m.shape[0] != P.shape[0] or bool((m < 0).any()) or float(m.sum()) <= 0:
+        raise ValueError(f"m must be {P.shape[0]} non-negative weights, not all zero")
+    h = check_float("h", h, minimum=0.0, maximum=1e-2, open_lower=True)
+    S = (m > 0).nonzero().flatten()
+    n = len(S)
+    if n == 1:
+        return np.zeros(0, dtype=complex)
+    m = m / m.sum()
+    basis = torch.linalg.svd(torch.ones(1, n, dtype=torch.float64))[2][1:].T  # (n, n-1)
+
+    def field(x: torch.Tensor) -> torch.Tensor:
+        full = torch.zeros_like(m)
+        full[S] = x
+        return (stationary_of_reweighted(P, full) - full)[S]
+
+    cols = [
+        (field(m[S] + h * basis[:, k]) - field(m[S] - h * basis[:, k])) / (2 * h)
+        for k in range(n - 1)
+    ]
+    J = basis.T @ torch.stack(cols, 1)
+    eig = np.linalg.eigvals(J.numpy())
+    return eig[np.argsort(-eig.real)]
 
 
 def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Tensor:

@@ -63,6 +63,7 @@ __all__ = [
     "hessian_logits",
     "hessian_on_subspace",
     "hessian_weights",
+    "mle_exists",
     "nll",
     "nll_logits",
 ]
@@ -386,6 +387,70 @@ def gd_step_size(data: PromptData, E: Any) -> float:
     return float(1.0 / (0.5 * float(share) * smax**4))
 
 
+def _edges(
+    counts: torch.Tensor, query: torch.Tensor, y: torch.Tensor, act: torch.Tensor
+) -> torch.Tensor:
+    """``(B, K, K, K)`` bool: ``[b, k, i, j]`` iff a row of run ``b`` with query ``k`` and
+    positive weight has key ``i`` present and next token ``j != i`` (``j`` "beats" ``i``)."""
+    N, K = counts.shape
+    rows, keys = (counts > 0).nonzero(as_tuple=True)  # (nnz,)
+    edge = (query[rows] * K + keys) * K + y[rows]
+    keep = keys != y[rows]
+    S = torch.sparse_coo_tensor(
+        torch.stack([edge[keep], rows[keep]]),
+        torch.ones(int(keep.sum()), dtype=torch.float64),
+        (K**3, N),
+        check_invariants=False,
+    )
+    A = torch.sparse.mm(S, act.T.to(torch.float64))  # (K^3, B)
+    return (A.T > 0).reshape(-1, K, K, K)
+
+
+def mle_exists(data: PromptData) -> torch.Tensor:
+    """Whether the maximum-likelihood problem (7) has a minimiser in :math:`\\mathcal S_E`.
+
+    The loss of eq. (7) is a conditional-logit (Luce choice) likelihood per query token:
+    for query ``k``, a row with keys ``X`` and next token ``y`` "prefers" ``y`` to every
+    other key ``i`` of ``X``. The loss is bounded below by 0 but its infimum is *attained*
+    iff no direction :math:`v` (not constant on a co-occurrence component, Def. 3.3)
+    satisfies :math:`v_y \\ge v_i` for every such preference; otherwise the weights run off
+    to infinity along :math:`v` while the loss keeps decreasing (e.g. a token ``j`` that
+    never follows query ``k`` although it is present: :math:`\\hat P_{kj} \\to 0`). This is
+    Ford's (1957) condition for Bradley–Terry/Luce models: for every query ``k``, the
+    directed graph with edges ``i → y`` must be strongly connected on each connected
+    component of :math:`\\mathcal G^{(k)}`. Population data (every possible next token has
+    positive weight) always satisfies it; finite samples need not (beyond the paper:
+    Ildiz et al. 2024, eq. (7) and Thm. 4.2, take the empirical minimiser as given).
+
+    Parameters
+    ----------
+    data : PromptData
+        Data set (rows with zero weight are ignored; leading run axes allowed).
+
+    Returns
+    -------
+    Tensor
+        ``data.batch_shape`` bool.
+    """
+    data = _check_data(data)
+    K = data.K
+    batch = data.batch_shape
+    N = data.weights.shape[-1]
+    act = (data.weights > 0).expand(*batch, N).reshape(-1, N)  # (B, N)
+    if data.counts.ndim == 2 and data.query.ndim == 1 and data.y.ndim == 1:
+        A = _edges(data.counts, data.query, data.y, act)
+    else:  # rows differ between runs: one run at a time
+        counts = data.counts.expand(*batch, N, K).reshape(-1, N, K)
+        query = data.query.expand(*batch, N).reshape(-1, N)
+        y = data.y.expand(*batch, N).reshape(-1, N)
+        A = torch.cat([_edges(counts[b], query[b], y[b], act[b : b + 1]) for b in range(len(act))])
+    R = (A | torch.eye(K, dtype=torch.bool)).to(torch.float64)
+    for _ in range(int(np.ceil(np.log2(K))) + 1):  # transitive closure by squaring
+        R = ((R @ R) > 0).to(torch.float64)
+    exists = (R == R.transpose(-1, -2)).flatten(1).all(-1)
+    return exists.reshape(batch)
+
+
 # --------------------------------------------------------------------------------------
 # solvers
 # --------------------------------------------------------------------------------------
@@ -408,7 +473,7 @@ class FitResult:
     iterations : Tensor
         ``(...)`` iterations used until the tolerance was met (or the maximum).
     converged : Tensor
-        ``(...)`` bool, ``grad_norm < tol``.
+        ``(...)`` bool, ``grad_norm < tol`` *and* ``mle_exists``.
     loss_history : Tensor
         ``(..., T)`` loss at iterations ``0..T-1`` (``nan`` after a run stopped).
     grad_history : Tensor
@@ -417,6 +482,10 @@ class FitResult:
         Wall-clock time.
     method : str
         ``"gd"`` or ``"newton"``.
+    mle_exists : Tensor or None
+        ``(...)`` bool, :func:`mle_exists` of the data. Where it is ``False`` the gradient
+        still tends to zero but the weights run off to infinity: there is no finite
+        minimiser, and ``converged`` is ``False``.
     """
 
     W: torch.Tensor
@@ -429,6 +498,7 @@ class FitResult:
     grad_history: torch.Tensor
     seconds: float
     method: str
+    mle_exists: torch.Tensor | None = None
 
 
 def _grad_norm_w(A: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
@@ -499,17 +569,19 @@ def fit_gd(
         W = W - lr * g * active[..., None, None]
     loss, A, _ = _derivatives(_logits(W, E), data, hessian=False)
     gnorm = _grad_norm_w(A, E)
+    exists = mle_exists(data)
     return FitResult(
         W=W,
         P=transition_from_weights(W, E),
         loss=loss,
         grad_norm=gnorm,
         iterations=iters,
-        converged=gnorm < tol,
+        converged=(gnorm < tol) & exists,
         loss_history=loss_hist,
         grad_history=grad_hist,
         seconds=time.perf_counter() - start,
         method="gd",
+        mle_exists=exists,
     )
 
 
@@ -593,6 +665,7 @@ def fit_newton(
         Theta = Theta + step[..., None, None] * delta
     loss, A, _ = _derivatives(Theta, data, hessian=False)
     gnorm = _grad_norm_w(A, E)
+    exists = mle_exists(data)
     W = weights_from_logits(Theta, E)
     return FitResult(
         W=W,
@@ -600,11 +673,12 @@ def fit_newton(
         loss=loss,
         grad_norm=gnorm,
         iterations=iters,
-        converged=gnorm < tol,
+        converged=(gnorm < tol) & exists,
         loss_history=loss_hist,
         grad_history=grad_hist,
         seconds=time.perf_counter() - start,
         method="newton",
+        mle_exists=exists,
     )
 
 
