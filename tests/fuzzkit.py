@@ -226,9 +226,9 @@ def E(qualname: str, /, *args: A, label: str = "", **kwargs: A) -> Entry:
     return Entry(qualname, list(args), dict(kwargs), label)
 
 
-def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
+def build_table() -> list[Entry]:
     """The valid calls: at least one entry per public callable."""
-    from ccmc_lite import ccmc, core, lens, markov, ngram
+    from ccmc_lite import ccmc, core, markov, ngram
 
     P2 = markov.binary_kernel(0.3, 0.4)
     P3 = markov.random_kernel(3, 0)
@@ -247,7 +247,6 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     tok = batch.tokens
     target = batch.next_probs[:, -1]
     st = ngram.SimplifiedTransformer(3, 8, 2)
-    flatP = ngram.flatten_transitions(batch.transitions[0], 3, 2)
     tokP = batch.transitions[0]
     cfg = core.TrainConfig(steps=2, lr=1e-2)
     loss1 = np.array([1.0, 0.9, 0.8, 0.7, 0.6, 0.5])
@@ -337,7 +336,16 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     sweep = core.Sweep(
         name="f", task="ccmc_lite.markov.runs:sweep_task", settings={}, runs=[{}], seed=0
     )
-    add(E("core.Sweep", name=a("f"), task=a("ccmc_lite.markov.runs:sweep_task"), settings=a({}), runs=a([{}]), seed=a(0, "seed")))
+    add(
+        E(
+            "core.Sweep",
+            name=a("f"),
+            task=a("ccmc_lite.markov.runs:sweep_task"),
+            settings=a({}),
+            runs=a([{}]),
+            seed=a(0, "seed"),
+        )
+    )
     add(
         E(
             "core.Shard",
@@ -353,7 +361,15 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     add(E("core.run_sweep", a("skip", "obj", "sweep"), label="bad only"))
     add(E("core.StoredRun", a("n"), a(sweep), a({}), a({}), a({})))
     add(E("core.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
-    add(E("core.save_stored", a("skip", "obj", "result"), a("/nonexistent"), command=a("c"), label="bad only"))
+    add(
+        E(
+            "core.save_stored",
+            a("skip", "obj", "result"),
+            a("/nonexistent"),
+            command=a("c"),
+            label="bad only",
+        )
+    )
     add(E("core.stored_names"))
     add(
         E(
@@ -379,7 +395,14 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     add(E("ccmc.PromptData", a(pop.counts), a(pop.query), a(pop.y), a(pop.weights), a(3)))
     tr = ccmc.sample_trajectories(P3, X, 3, seed=0)
     add(E("ccmc.Trajectories", a(5), a(tr.tokens), a(tr.times), a(tr.counts), a(tr.transitions)))
-    add(E("ccmc.ccmc_distribution", a(P3, "stoch"), a(X, "tokens", K=3), variant=a("self", "choice")))
+    add(
+        E(
+            "ccmc.ccmc_distribution",
+            a(P3, "stoch"),
+            a(X, "tokens", K=3),
+            variant=a("self", "choice"),
+        )
+    )
     counts = ccmc.token_counts(X, 3)
     add(
         E(
@@ -470,20 +493,48 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     add(E("ccmc.transition_from_weights", a(W3, "array", "W"), a(E3, "array", "E")))
     add(E("ccmc.weights_from_logits", a(W3, "array", "Theta"), a(E3, "array", "E")))
     add(E("ccmc.weights_from_transition", a(P3, "stoch"), a(E3, "array", "E")))
-    add(E("ccmc.from_column_stochastic", a(P3.T.clone(), "stoch", "P_columns"), atol=a(1e-6, "pos")))
+    add(
+        E("ccmc.from_column_stochastic", a(P3.T.clone(), "stoch", "P_columns"), atol=a(1e-6, "pos"))
+    )
     add(E("ccmc.to_column_stochastic", a(P3, "stoch"), atol=a(1e-6, "pos")))
     add(E("ccmc.from_one_based", a([1, 2, 3], "array", "tokens", shape=False)))
     add(E("ccmc.to_one_based", a([0, 1, 2], "array", "tokens", shape=False)))
     rep = ccmc.coverage_report(prompts, 3)
     add(E("ccmc.cooccurrence_graphs", a(prompts, "obj", "prompts"), a(3, "int")))
-    add(E("ccmc.coverage_report", a(prompts, "obj", "prompts"), a(3, "int"), variant=a("self", "choice")))
-    add(E("ccmc.CoverageReport", *[a(getattr(rep, f.name)) for f in rep.__dataclass_fields__.values()]))
+    add(
+        E(
+            "ccmc.coverage_report",
+            a(prompts, "obj", "prompts"),
+            a(3, "int"),
+            variant=a("self", "choice"),
+        )
+    )
+    add(
+        E(
+            "ccmc.CoverageReport",
+            *[a(getattr(rep, f.name)) for f in rep.__dataclass_fields__.values()],
+        )
+    )
     add(E("ccmc.draw_cooccurrence_graph", a("skip", "obj", "ax"), a(rep), a(0), label="bad only"))
-    add(E("ccmc.restricted_distribution", a(P3, "stoch"), a(0, "count", "k", huge=False), a([0, 1], "obj", "subset")))
+    add(
+        E(
+            "ccmc.restricted_distribution",
+            a(P3, "stoch"),
+            a(0, "count", "k", huge=False),
+            a([0, 1], "obj", "subset"),
+        )
+    )
     add(E("ccmc.AttentionMLE", a(E3, "array", "E")))
     fit = ccmc.fit_gd(pop, E3, steps=3)
     add(E("ccmc.FitResult", *[a(getattr(fit, f)) for f in fit.__dataclass_fields__]))
-    add(E("ccmc.asymptotic_error", a(W3, "array", "W"), a(E3, "array", "E"), a(pop, "obj", "population")))
+    add(
+        E(
+            "ccmc.asymptotic_error",
+            a(W3, "array", "W"),
+            a(E3, "array", "E"),
+            a(pop, "obj", "population"),
+        )
+    )
     add(
         E(
             "ccmc.fit_gd",
@@ -546,7 +597,16 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
             t_min=a(2.0, "pos"),
         )
     )
-    add(E("ccmc.draw_collapse", a(P3, "stoch"), a(X, "tokens", "prompt", K=3), a(30, "int"), seed=a(0, "seed"), label="figure"))
+    add(
+        E(
+            "ccmc.draw_collapse",
+            a(P3, "stoch"),
+            a(X, "tokens", "prompt", K=3),
+            a(30, "int"),
+            seed=a(0, "seed"),
+            label="figure",
+        )
+    )
     add(E("ccmc.explorer_chain", a(3, "int", min=2), a("random", "choice"), seed=a(0, "seed")))
     add(
         E(
@@ -591,12 +651,35 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     add(E("markov.model_factory", K=a(2, "int", min=2), d=a(4, "int"), N=a(8, "int")))
     add(E("markov.check_model_options", a({"K": 2, "d": 4, "N": 8}, "obj", "options")))
     q = torch.randn(2, 8, 4)
-    add(E("markov.causal_attention", a(q, "array", "q"), a(q, "array", "k"), a(q, "array", "v"), block=a(4, "int")))
-    add(E("markov.kernel_loss", a(model, "callable", "model"), a(x2, "tokens", "x", K=2), a(P2, "stoch")))
+    add(
+        E(
+            "markov.causal_attention",
+            a(q, "array", "q"),
+            a(q, "array", "k"),
+            a(q, "array", "v"),
+            block=a(4, "int"),
+        )
+    )
+    add(
+        E(
+            "markov.kernel_loss",
+            a(model, "callable", "model"),
+            a(x2, "tokens", "x", K=2),
+            a(P2, "stoch"),
+        )
+    )
     add(E("markov.next_token_loss", a(model, "callable", "model"), a(x2, "tokens", "x", K=2)))
     add(E("markov.attention_ratio", a(model, "obj", "model"), a(x2, "tokens", "x", K=2)))
     add(E("markov.markov_config", a(3, "int"), lr=a(1e-3, "pos"), eval_every=a(0, "count")))
-    add(E("markov.plot_pq_grid", a("skip", "obj", "ax"), a(np.ones((2, 2))), a([0.2, 0.4]), label="bad only"))
+    add(
+        E(
+            "markov.plot_pq_grid",
+            a("skip", "obj", "ax"),
+            a(np.ones((2, 2))),
+            a([0.2, 0.4]),
+            label="bad only",
+        )
+    )
     add(
         E(
             "markov.appendix_d_logits",
@@ -607,20 +690,56 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
             a(2, "int", "beta"),
         )
     )
-    add(E("markov.binary_unigram_hessian", a(0.3, "prob"), a(0.4, "prob"), a(torch.zeros(2, 4), "array", "pos")))
+    add(
+        E(
+            "markov.binary_unigram_hessian",
+            a(0.3, "prob"),
+            a(0.4, "prob"),
+            a(torch.zeros(2, 4), "array", "pos"),
+        )
+    )
     add(E("markov.fit_appendix_d", a(model, "obj", "model")))
-    add(E("markov.gauge_restrict", a(torch.eye(6, dtype=torch.float64), "array", "H"), a(2, "int", min=2), a(2, "int")))
+    add(
+        E(
+            "markov.gauge_restrict",
+            a(torch.eye(6, dtype=torch.float64), "array", "H"),
+            a(2, "int", min=2),
+            a(2, "int"),
+        )
+    )
     add(E("markov.low_rank_summary", a(model, "obj", "model")))
     add(E("markov.param_layout", a(model, "obj", "model")))
-    add(E("markov.population_hessian", a(model, "obj", "model"), a(P2, "stoch"), a(None), max_sequences=a(4096, "int", huge=False)))
-    add(E("markov.population_loss", a(model, "obj", "model"), a(P2, "stoch"), method=a("auto", "choice"), max_sequences=a(65536, "int", huge=False)))
+    add(
+        E(
+            "markov.population_hessian",
+            a(model, "obj", "model"),
+            a(P2, "stoch"),
+            a(None),
+            max_sequences=a(4096, "int", huge=False),
+        )
+    )
+    add(
+        E(
+            "markov.population_loss",
+            a(model, "obj", "model"),
+            a(P2, "stoch"),
+            method=a("auto", "choice"),
+            max_sequences=a(65536, "int", huge=False),
+        )
+    )
     add(E("markov.symbolic_unigram_hessian", a(2, "int", min=2), a(2, "int"), a(2, "int")))
     add(E("markov.symmetric_threshold", a(3, "int", min=2)))
     add(E("markov.theta_pi", a(model, "obj", "model"), a(P2, "stoch")))
     add(E("markov.theta_star", a(model, "obj", "model"), a(0.3, "prob"), a(0.4, "prob")))
     add(E("markov.unigram_curvature", a(P2, "stoch")))
     add(E("markov.unigram_inputs", a(markov.theta_pi(model, P2), "obj", "model")))
-    add(E("markov.unigram_gap", a(torch.tensor([0.6, 0.5]), "array", "loss"), a(torch.stack([P2, P2]), "stoch", "kernels")))
+    add(
+        E(
+            "markov.unigram_gap",
+            a(torch.tensor([0.6, 0.5]), "array", "loss"),
+            a(torch.stack([P2, P2]), "stoch", "kernels"),
+        )
+    )
     add(
         E(
             "markov.zero_position_probs",
@@ -634,19 +753,75 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     add(E("markov.unigram_hessian", a(P3, "stoch"), a(q_in, "array", "pos"), ff_jacobian=a(m_in)))
     dirs = [{"b": torch.ones_like(model.b)}, {"e": torch.ones_like(model.e)}]
     grid = torch.linspace(-0.1, 0.1, 2)
-    add(E("markov.loss_plane", a(model, "obj", "model"), a(P2, "stoch"), a(dirs, "obj", "directions"), a(grid, "array", "s", shape=False), a(grid, "array", "t", shape=False)))
+    add(
+        E(
+            "markov.loss_plane",
+            a(model, "obj", "model"),
+            a(P2, "stoch"),
+            a(dirs, "obj", "directions"),
+            a(grid, "array", "s", shape=False),
+            a(grid, "array", "t", shape=False),
+        )
+    )
     mcfg = markov.markov_config(2)
     opts = {"K": 2, "d": 4, "N": 8}
     kern = torch.stack([P2, P2])
-    add(E("markov.train_markov", a(kern, "stoch", "kernels"), model_options=a(opts, "obj"), config=a(mcfg, "obj"), seed=a(0, "seed"), batch_size=a(2, "int"), first_run=a(0, "count"), **prog))
-    mr = markov.train_markov(kern, model_options=opts, config=mcfg, seed=0, batch_size=2, progress=False)
+    add(
+        E(
+            "markov.train_markov",
+            a(kern, "stoch", "kernels"),
+            model_options=a(opts, "obj"),
+            config=a(mcfg, "obj"),
+            seed=a(0, "seed"),
+            batch_size=a(2, "int"),
+            first_run=a(0, "count"),
+            **prog,
+        )
+    )
+    mr = markov.train_markov(
+        kern, model_options=opts, config=mcfg, seed=0, batch_size=2, progress=False
+    )
     add(E("markov.MarkovRuns", a(mr.result), a(kern), a(opts), a(2)))
-    settings = {"K": 2, "d": 4, "N": 8, "batch": 2, "steps": 2, "lr": 1e-3, "tied": True, "n_test": 2}
-    add(E("markov.sweep_task", a(settings, "obj", "settings"), a([{"p": 0.3, "q": 0.4}], "obj", "runs"), first_run=a(0, "count"), seed=a(0, "seed")))
+    settings = {
+        "K": 2,
+        "d": 4,
+        "N": 8,
+        "batch": 2,
+        "steps": 2,
+        "lr": 1e-3,
+        "tied": True,
+        "n_test": 2,
+    }
+    add(
+        E(
+            "markov.sweep_task",
+            a(settings, "obj", "settings"),
+            a([{"p": 0.3, "q": 0.4}], "obj", "runs"),
+            first_run=a(0, "count"),
+            seed=a(0, "seed"),
+        )
+    )
     # --- ngram (Part III)
-    add(E("ngram.NGramTask", S=a(3, "int", min=2), n=a(2, "int"), T=a(8, "int"), alpha=a(0.5, "pos"), start=a("uniform", "choice")))
+    add(
+        E(
+            "ngram.NGramTask",
+            S=a(3, "int", min=2),
+            n=a(2, "int"),
+            T=a(8, "int"),
+            alpha=a(0.5, "pos"),
+            start=a("uniform", "choice"),
+        )
+    )
     add(E("ngram.NGramBatch", a(batch.tokens), a(batch.next_probs), a(batch.transitions)))
-    add(E("ngram.dirichlet", a(0.5, "pos", "alpha"), a((2,)), a(3, "int", min=2), seed=a(0, "seed", none_ok=True)))
+    add(
+        E(
+            "ngram.dirichlet",
+            a(0.5, "pos", "alpha"),
+            a((2,)),
+            a(3, "int", min=2),
+            seed=a(0, "seed", none_ok=True),
+        )
+    )
     add(E("ngram.dirichlet_mean_entropy", a(3, "int", min=2), a(0.5, "pos")))
     add(E("ngram.flatten_transitions", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.history_codes", a(tok, "tokens", K=3), a(3, "int", min=2), a(2, "int")))
@@ -654,59 +829,284 @@ def build_table() -> list[Entry]:  # noqa: PLR0915 (one flat table)
     add(E("ngram.lifted_transition_matrix", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.log_uniform", a(3, "int", min=2)))
     add(E("ngram.next_token_probs", a(batch.transitions, "stoch", "P"), a(tok, "tokens", K=3)))
-    add(E("ngram.sample_batch", a(task, "obj", "task"), a(4, "int"), seed=a(0, "seed", none_ok=True)))
-    add(E("ngram.sample_sequences", a(tokP, "stoch", "P"), a(6, "int"), seed=a(0, "seed", none_ok=True)))
-    add(E("ngram.sample_transitions", a(task, "obj", "task"), a((2,)), seed=a(0, "seed", none_ok=True)))
+    add(
+        E(
+            "ngram.sample_batch",
+            a(task, "obj", "task"),
+            a(4, "int"),
+            seed=a(0, "seed", none_ok=True),
+        )
+    )
+    add(
+        E(
+            "ngram.sample_sequences",
+            a(tokP, "stoch", "P"),
+            a(6, "int"),
+            seed=a(0, "seed", none_ok=True),
+        )
+    )
+    add(
+        E(
+            "ngram.sample_transitions",
+            a(task, "obj", "task"),
+            a((2,)),
+            seed=a(0, "seed", none_ok=True),
+        )
+    )
     add(E("ngram.sample_urn", a(task, "obj", "task"), a((2,)), seed=a(0, "seed", none_ok=True)))
     add(E("ngram.suffix_conditional", a(tokP, "stoch", "P"), a(1, "int"), a(4, "int")))
-    add(E("ngram.bayes_predictor", a(tok, "tokens", K=3), a(3, "int", min=2), a(2, "int"), a(0.5, "pos")))
+    add(
+        E(
+            "ngram.bayes_predictor",
+            a(tok, "tokens", K=3),
+            a(3, "int", min=2),
+            a(2, "int"),
+            a(0.5, "pos"),
+        )
+    )
     add(E("ngram.contiguous_offsets", a(2, "int")))
     add(E("ngram.cross_entropy", a(target, "probvec", "pred"), a(target, "probvec", "target")))
-    add(E("ngram.estimator_losses", a(tok, "tokens", K=3), a(target, "probvec", "target"), a(3, "int", min=2), a([1, 2]), smoothing=a(0.5, "nonneg")))
-    add(E("ngram.kgram_counts", a(tok, "tokens", K=3), a(3, "int", min=2), a(1, "count"), positions=a("last", "choice"), chunk=a(64, "int")))
-    add(E("ngram.kgram_estimator", a(tok, "tokens", K=3), a(3, "int", min=2), a(1, "count"), smoothing=a(0.5, "nonneg")))
-    add(E("ngram.subset_counts", a(tok, "tokens", K=3), a(3, "int", min=2), a([1]), chunk=a(64, "int")))
-    add(E("ngram.subset_estimator", a(tok, "tokens", K=3), a(3, "int", min=2), a([1]), smoothing=a(0.5, "nonneg")))
-    add(E("ngram.AttentionOnlyTransformer", a(3, "int", min=2), a(8, "int"), init_scale=a(1.0, "pos")))
-    add(E("ngram.SimplifiedTransformer", a(3, "int", min=2), a(8, "int"), a(2, "int"), init_scale=a(1.0, "pos")))
+    add(
+        E(
+            "ngram.estimator_losses",
+            a(tok, "tokens", K=3),
+            a(target, "probvec", "target"),
+            a(3, "int", min=2),
+            a([1, 2]),
+            smoothing=a(0.5, "nonneg"),
+        )
+    )
+    add(
+        E(
+            "ngram.kgram_counts",
+            a(tok, "tokens", K=3),
+            a(3, "int", min=2),
+            a(1, "count"),
+            positions=a("last", "choice"),
+            chunk=a(64, "int"),
+        )
+    )
+    add(
+        E(
+            "ngram.kgram_estimator",
+            a(tok, "tokens", K=3),
+            a(3, "int", min=2),
+            a(1, "count"),
+            smoothing=a(0.5, "nonneg"),
+        )
+    )
+    add(
+        E(
+            "ngram.subset_counts",
+            a(tok, "tokens", K=3),
+            a(3, "int", min=2),
+            a([1]),
+            chunk=a(64, "int"),
+        )
+    )
+    add(
+        E(
+            "ngram.subset_estimator",
+            a(tok, "tokens", K=3),
+            a(3, "int", min=2),
+            a([1]),
+            smoothing=a(0.5, "nonneg"),
+        )
+    )
+    add(
+        E(
+            "ngram.AttentionOnlyTransformer",
+            a(3, "int", min=2),
+            a(8, "int"),
+            init_scale=a(1.0, "pos"),
+        )
+    )
+    add(
+        E(
+            "ngram.SimplifiedTransformer",
+            a(3, "int", min=2),
+            a(8, "int"),
+            a(2, "int"),
+            init_scale=a(1.0, "pos"),
+        )
+    )
     add(E("ngram.causal_softmax", a(torch.randn(2, 4, 4), "array", "scores")))
     add(E("ngram.construction_limit", a(tok, "tokens", K=3), a(3, "int", min=2), a((1, None))))
     add(E("ngram.first_layer_attention", a(torch.randn(4, 4), "array", "A1")))
-    add(E("ngram.load_parameters", a(st, "obj", "model"), a(ngram.theta_star(1, S=3, T=8, n_heads=2, c=5.0), "obj", "params")))
+    add(
+        E(
+            "ngram.load_parameters",
+            a(st, "obj", "model"),
+            a(ngram.theta_star(1, S=3, T=8, n_heads=2, c=5.0), "obj", "params"),
+        )
+    )
     add(E("ngram.offsets_for_k", a(1, "count"), a(2, "int")))
-    add(E("ngram.theta_star", a(1, "count"), S=a(3, "int", min=2), T=a(8, "int"), n_heads=a(2, "int"), c=a(5.0, "pos")))
-    add(E("ngram.theta_star_all_heads", S=a(3, "int", min=2), T=a(8, "int"), n_heads=a(2, "int"), c=a(5.0, "pos")))
-    add(E("ngram.theta_star_subset", a([1]), S=a(3, "int", min=2), T=a(8, "int"), n_heads=a(2, "int"), c=a(5.0, "pos")))
+    add(
+        E(
+            "ngram.theta_star",
+            a(1, "count"),
+            S=a(3, "int", min=2),
+            T=a(8, "int"),
+            n_heads=a(2, "int"),
+            c=a(5.0, "pos"),
+        )
+    )
+    add(
+        E(
+            "ngram.theta_star_all_heads",
+            S=a(3, "int", min=2),
+            T=a(8, "int"),
+            n_heads=a(2, "int"),
+            c=a(5.0, "pos"),
+        )
+    )
+    add(
+        E(
+            "ngram.theta_star_subset",
+            a([1]),
+            S=a(3, "int", min=2),
+            T=a(8, "int"),
+            n_heads=a(2, "int"),
+            c=a(5.0, "pos"),
+        )
+    )
     add(E("ngram.GradientNorm", a(1.0), a(1.0), a(0.0)))
     add(E("ngram.SuffixModel", a(3, "int", min=2), a(1, "count")))
-    seqs, prob = ngram.sequence_law(tokP, 4)[:2]
     add(E("ngram.sequence_law", a(tokP, "stoch", "P"), a(4, "int")))
     law = ngram.sequence_law(tokP, 4)
-    add(E("ngram.exact_population_gradient", a(ngram.SuffixModel(3, 1), "obj", "model"), a(law[0], "tokens", K=3), a(law[1], "probvec", "prob"), a(law[2], "probvec", "nxt"), label="law"))
-    add(E("ngram.suffix_law", a(law[0], "tokens", K=3), a(law[1], "probvec", "prob"), a(law[2], "probvec", "nxt"), a(3, "int", min=2), a(1, "count")))
+    add(
+        E(
+            "ngram.exact_population_gradient",
+            a(ngram.SuffixModel(3, 1), "obj", "model"),
+            a(law[0], "tokens", K=3),
+            a(law[1], "probvec", "prob"),
+            a(law[2], "probvec", "nxt"),
+            label="law",
+        )
+    )
+    add(
+        E(
+            "ngram.suffix_law",
+            a(law[0], "tokens", K=3),
+            a(law[1], "probvec", "prob"),
+            a(law[2], "probvec", "nxt"),
+            a(3, "int", min=2),
+            a(1, "count"),
+        )
+    )
     cc = np.array([1.0, 2.0, 3.0])
-    add(E("ngram.fit_theorem42", a(cc, "array", "c"), a(cc + 5, "array", "T"), a(cc / 10, "array", "stat"), a(cc / 100, "array", "grad_norm")))
-    add(E("ngram.theorem42_trend", a(1.0, "pos", "c"), a(8.0, "pos", "T"), a(0.1, "nonneg", "stat"), a(1.0, "real", "a"), a(1.0, "real", "b")))
+    add(
+        E(
+            "ngram.fit_theorem42",
+            a(cc, "array", "c"),
+            a(cc + 5, "array", "T"),
+            a(cc / 10, "array", "stat"),
+            a(cc / 100, "array", "grad_norm"),
+        )
+    )
+    add(
+        E(
+            "ngram.theorem42_trend",
+            a(1.0, "pos", "c"),
+            a(8.0, "pos", "T"),
+            a(0.1, "nonneg", "stat"),
+            a(1.0, "real", "a"),
+            a(1.0, "real", "b"),
+        )
+    )
     for f in ("flat_gradient", "gradient_blocks", "gradient_norm", "lemma31_gradient"):
-        add(E(f"ngram.{f}", a(st, "obj", "model"), a(tok, "tokens", K=3), a(target, "probvec", "target")))
-    add(E("ngram.next_token_loss", a(target, "probvec", "probs"), a(target, "probvec", "target"), eps=a(1e-8, "nonneg"), reduction=a("mean", "choice")))
+        add(
+            E(
+                f"ngram.{f}",
+                a(st, "obj", "model"),
+                a(tok, "tokens", K=3),
+                a(target, "probvec", "target"),
+            )
+        )
+    add(
+        E(
+            "ngram.next_token_loss",
+            a(target, "probvec", "probs"),
+            a(target, "probvec", "target"),
+            eps=a(1e-8, "nonneg"),
+            reduction=a("mean", "choice"),
+        )
+    )
     add(E("ngram.statistical_term", a(batch, "obj", "batch"), a(1, "count")))
     add(E("ngram.NGramStream", a(task, "obj", "task"), a(4, "int"), chunk=a(4, "int")))
-    stream_res = None  # checkpoint_gradient_norms needs a trained run: bad-only entry
-    del stream_res
-    add(E("ngram.checkpoint_gradient_norms", a("skip", "obj", "result"), a(tok), a(target), label="bad only"))
-    add(E("ngram.kgram_levels", a(tok, "tokens", K=3), a(target, "probvec", "target"), a(3, "int", min=2), a([1]), smoothing=a(0.5, "nonneg")))
-    add(E("ngram.make_eval_fn", a(tok, "array", "tokens", shape=False), a(target, "probvec", "target"), chunk=a(64, "int")))
+    add(
+        E(
+            "ngram.checkpoint_gradient_norms",
+            a("skip", "obj", "result"),
+            a(tok),
+            a(target),
+            label="bad only",
+        )
+    )
+    add(
+        E(
+            "ngram.kgram_levels",
+            a(tok, "tokens", K=3),
+            a(target, "probvec", "target"),
+            a(3, "int", min=2),
+            a([1]),
+            smoothing=a(0.5, "nonneg"),
+        )
+    )
+    add(
+        E(
+            "ngram.make_eval_fn",
+            a(tok, "array", "tokens", shape=False),
+            a(target, "probvec", "target"),
+            chunk=a(64, "int"),
+        )
+    )
     add(E("ngram.make_loss_fn", a(1e-8, "nonneg", "eps")))
     add(E("ngram.make_test_set", a(task, "obj", "task"), a(4, "int"), seed=a(0, "seed")))
-    add(E("ngram.plot_attention_maps", a("skip", "obj", "axes"), a(torch.rand(4, 4)), label="bad only"))
+    add(
+        E(
+            "ngram.plot_attention_maps",
+            a("skip", "obj", "axes"),
+            a(torch.rand(4, 4)),
+            label="bad only",
+        )
+    )
     add(E("ngram.Plateau", a(0), a(10), a(1.0), a(0.1)))
     gl = np.linspace(1, 0, 50)
-    add(E("ngram.detect_plateaus", a(gl, "array", "grad_norm", shape=False), a(gl, "array", "loss", shape=False), window=a(5, "int"), min_length=a(5, "int")))
-    add(E("ngram.escape_step", a(loss1, "array", "loss", shape=False), a(0.75, "real", "level"), window=a(1, "int")))
+    add(
+        E(
+            "ngram.detect_plateaus",
+            a(gl, "array", "grad_norm", shape=False),
+            a(gl, "array", "loss", shape=False),
+            window=a(5, "int"),
+            min_length=a(5, "int"),
+        )
+    )
+    add(
+        E(
+            "ngram.escape_step",
+            a(loss1, "array", "loss", shape=False),
+            a(0.75, "real", "level"),
+            window=a(1, "int"),
+        )
+    )
     A1s = torch.rand(3, 1, 2, 6, 6)
-    add(E("ngram.first_offsets", a([0, 1, 2], "obj", "steps"), a(A1s, "array", "A1_by_step"), threshold=a(0.3, "prob")))
-    add(E("ngram.formation_step", a([0, 1, 2], "obj", "steps"), a(np.array([0.1, 0.2, 0.9]), "array", "weights", shape=False), a(0.3, "prob", "threshold")))
+    add(
+        E(
+            "ngram.first_offsets",
+            a([0, 1, 2], "obj", "steps"),
+            a(A1s, "array", "A1_by_step"),
+            threshold=a(0.3, "prob"),
+        )
+    )
+    add(
+        E(
+            "ngram.formation_step",
+            a([0, 1, 2], "obj", "steps"),
+            a(np.array([0.1, 0.2, 0.9]), "array", "weights", shape=False),
+            a(0.3, "prob", "threshold"),
+        )
+    )
     add(E("ngram.moving_average", a(loss1, "array", "x", shape=False), a(2, "int", "window")))
     add(E("ngram.nearest_level", a(0.5, "real", "value"), a({"a": 0.4, "b": 0.9}, "obj", "levels")))
     add(E("ngram.offset_attention", a(torch.rand(6, 6), "array", "A1"), a(1, "int", "offset")))
@@ -777,7 +1177,9 @@ class Outcome:
     detail: str
 
 
-def classify(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], names: tuple[str, ...]) -> tuple[str, str]:
+def classify(
+    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], names: tuple[str, ...]
+) -> tuple[str, str]:
     start = time.perf_counter()
     try:
         with guarded():
@@ -795,7 +1197,7 @@ def classify(fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], na
         if not any(n in msg for n in names):
             return "unnamed", f"{type(err).__name__}: {msg}"[:200]
         return "ok", msg[:200]
-    except Exception as err:  # noqa: BLE001 (classifying every failure is the point)
+    except Exception as err:  # classifying every failure is the point
         msg = str(err)
         if any(w in msg for w in _ALLOC_WORDS):
             return "alloc", msg[:200]

@@ -21,18 +21,46 @@ import numpy as np
 import torch
 
 __all__ = [
+    "DEFAULT_LIMITS",
+    "DivergenceError",
     "as_tensor",
+    "check_bool",
+    "check_callable",
     "check_choice",
+    "check_elements",
+    "check_fit",
     "check_float",
+    "check_instance",
     "check_int",
+    "check_power",
     "check_prob_vector",
     "check_probability",
     "check_seed",
+    "check_size",
     "check_stochastic_matrix",
     "check_tokens",
 ]
 
 _ArrayLike = Any  # numpy array, torch tensor or nested sequence of numbers
+
+#: Documented ceilings on what one call may ask for. ``size``: any single length, count or
+#: number of steps; ``elements``: the entries of the largest array a call allocates (or the
+#: number of sequences it enumerates); ``vocab``: the number of states / tokens ``K`` or
+#: ``S``. A request above a ceiling raises ``ValueError`` *before* anything is allocated;
+#: pass ``allow_large=True`` (where a function offers it) if you mean it.
+DEFAULT_LIMITS: dict[str, int] = {
+    "size": 10**8,
+    "elements": 10**9,
+    "vocab": 10**5,
+}
+
+
+class DivergenceError(FloatingPointError, ValueError):
+    """Training or fitting produced a non-finite loss or parameters, or a loss far above its start.
+
+    A :class:`FloatingPointError` (what the trainer raised before) and a :class:`ValueError`
+    (the run's settings are what is wrong). The message names the step, the run and the setting.
+    """
 
 
 def _show(value: Any, limit: int = 80) -> str:
@@ -68,6 +96,120 @@ def check_int(
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}; got {value}")
     return value
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Check a flag: ``True``/``False`` (or NumPy's), never an integer or a string."""
+    if isinstance(value, np.bool_):
+        value = bool(value)
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False; got {_show(value)}")
+    return value
+
+
+def check_size(
+    name: str,
+    value: Any,
+    *,
+    minimum: int = 1,
+    limit: int | None = None,
+    allow_large: bool = False,
+) -> int:
+    """Check a length, count or number of steps: an integer in ``[minimum, limit]``.
+
+    ``limit`` defaults to ``DEFAULT_LIMITS["size"]``; ``allow_large=True`` lifts it (for
+    people who mean it). Booleans are rejected like in :func:`check_int`.
+    """
+    value = check_int(name, value, minimum=minimum)
+    limit = DEFAULT_LIMITS["size"] if limit is None else limit
+    if not allow_large and value > limit:
+        raise ValueError(
+            f"{name}={value} exceeds the limit {limit} (DEFAULT_LIMITS); "
+            "pass allow_large=True if you mean it"
+        )
+    return value
+
+
+def check_elements(
+    name: str, count: int, *, limit: int | None = None, allow_large: bool = False
+) -> int:
+    """Check that an allocation of ``count`` entries (a Python int, no overflow) is allowed.
+
+    ``name`` describes the product, e.g. ``"n * T"``. ``limit`` defaults to
+    ``DEFAULT_LIMITS["elements"]``.
+    """
+    limit = DEFAULT_LIMITS["elements"] if limit is None else limit
+    if not allow_large and count > limit:
+        raise ValueError(
+            f"{name} = {count} entries exceeds the limit {limit} (DEFAULT_LIMITS); "
+            "pass allow_large=True if you mean it"
+        )
+    return count
+
+
+def check_power(name: str, base: int, exponent: int, *, limit: int | None = None) -> int:
+    """Return ``base ** exponent`` after checking it is at most ``limit`` (without computing
+    a huge power first: ``enumerate_chains(P, 10**12)`` must fail at once)."""
+    limit = DEFAULT_LIMITS["elements"] if limit is None else limit
+    if base > 1 and exponent * math.log(base) > math.log(limit) + 1e-9:
+        raise ValueError(f"{name} = {base}**{exponent} exceeds the limit {limit} (DEFAULT_LIMITS)")
+    count = base**exponent
+    if count > limit:
+        raise ValueError(f"{name} = {base}**{exponent} = {count} exceeds the limit {limit}")
+    return count
+
+
+def check_instance(name: str, value: Any, cls: type | tuple[type, ...]) -> Any:
+    """Check ``isinstance(value, cls)`` with a message naming the argument."""
+    if not isinstance(value, cls):
+        want = cls.__name__ if isinstance(cls, type) else " or ".join(c.__name__ for c in cls)
+        raise TypeError(f"{name} must be a {want}; got {type(value).__name__}")
+    return value
+
+
+def check_callable(name: str, value: Any) -> Any:
+    """Check that ``value`` can be called."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable; got {type(value).__name__}")
+    return value
+
+
+def check_fit(
+    what: str,
+    loss_history: torch.Tensor,
+    params: torch.Tensor,
+    *,
+    max_loss_rise: float | None = 100.0,
+) -> None:
+    """Stop a fit that diverged: raise :class:`DivergenceError` naming the step and run.
+
+    ``loss_history`` has shape ``(..., steps + 1)`` (NaN marks steps not taken, except at
+    the first and the last step, which are always checked);
+    ``params`` the final parameters with the same leading run axes. A fit diverged if a
+    loss or a final parameter is infinite or NaN where it was computed, or if a loss
+    exceeds the first one by more than ``max_loss_rise * max(|first|, 1)``.
+    """
+    hist = loss_history.detach()
+    index = torch.arange(hist.shape[-1])
+    taken = ~torch.isnan(hist) | (index == 0) | (index == hist.shape[-1] - 1)
+    bad = taken & ~torch.isfinite(hist)
+    if max_loss_rise is not None:
+        first = hist[..., :1]
+        bad = bad | (taken & (hist - first > max_loss_rise * first.abs().clamp(min=1.0)))
+    if bool(bad.any()):
+        where = bad.nonzero()[0].tolist()
+        raise DivergenceError(
+            f"{what} diverged at step {where[-1]} (run {tuple(where[:-1])}): loss "
+            f"{hist[tuple(where)].item():.4g} from {hist[(*where[:-1], 0)].item():.4g}; "
+            "lower the step size"
+        )
+    finite = torch.isfinite(params.detach()).flatten(hist.ndim - 1).all(-1)
+    if not bool(finite.all()):
+        where = (~finite).nonzero()[0].tolist()
+        raise DivergenceError(
+            f"{what} diverged: non-finite parameters after the last step (run {tuple(where)}); "
+            "lower the step size"
+        )
 
 
 def check_float(
@@ -182,6 +324,7 @@ def check_prob_vector(
     Batched input of shape ``(..., K)`` is accepted; every slice is checked.
     ``positive=True`` additionally demands every entry be strictly positive.
     """
+    atol = check_float("atol", atol, minimum=0.0, open_lower=True)
     v = as_tensor(name, value, dtype=dtype)
     if v.ndim == 0:
         raise ValueError(f"{name} must be a vector of probabilities; got a scalar")
@@ -213,6 +356,7 @@ def check_stochastic_matrix(
     Batched input ``(..., K, K)`` is accepted. ``positive=True`` demands strictly positive
     entries (needed where a paper takes logarithms of ``P``).
     """
+    atol = check_float("atol", atol, minimum=0.0, open_lower=True)
     P = as_tensor(name, value, dtype=dtype)
     if P.ndim < 2:
         raise ValueError(f"{name} must be a matrix (2-D); got shape {tuple(P.shape)}")
@@ -245,6 +389,7 @@ def check_tokens(
     allow_empty: bool = False,
 ) -> torch.Tensor:
     """Check integer tokens in ``[0, K)``; return them as a ``torch.long`` tensor."""
+    K = check_int("K", K, minimum=1)
     tokens = as_tensor(name, value, dtype=torch.long, ndim=ndim)
     if not allow_empty and tokens.numel() == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(tokens.shape)}")
