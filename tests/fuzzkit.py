@@ -198,7 +198,8 @@ def bad_values(arg: A) -> Iterator[tuple[str, Any]]:
         yield "None", None
         yield "int", 3
     elif k == "obj":
-        yield "None", None
+        if not o.get("none_ok"):
+            yield "None", None
         yield "str", "x"
         yield "int", 3
     else:  # pragma: no cover
@@ -268,12 +269,21 @@ def build_table() -> list[Entry]:
     add(E("core.as_tensor", a("v"), a([1.0, 2.0])))
     add(E("core.check_choice", a("v"), a("a"), a(("a", "b"))))
     add(E("core.check_float", a("v"), a(0.5, "real")))
-    add(E("core.check_int", a("v"), a(3, "count", huge=False)))
+    add(E("core.check_int", a("v"), a(3, "count", huge=False), minimum=a(0)))
     add(E("core.check_prob_vector", a("v"), a(p3, "probvec"), atol=a(1e-6, "pos")))
     add(E("core.check_probability", a("v"), a(0.5, "prob")))
     add(E("core.check_seed", a(3, "seed")))
     add(E("core.check_stochastic_matrix", a("v"), a(P3, "stoch"), atol=a(1e-6, "pos")))
-    add(E("core.check_tokens", a("v"), a(X, "tokens", K=3), a(3, "int")))
+    add(E("core.check_tokens", a("v"), a(X, "tokens", K=3), a(3, "int", huge=False)))
+    add(E("core.check_bool", a("v"), a(True, "bool")))
+    add(E("core.check_size", a("v"), a(3, "int"), limit=a(10, "int", huge=False)))
+    add(E("core.check_elements", a("v"), a(10**12, "fixed"), label="bad only"))
+    add(E("core.check_power", a("v"), a(3), a(40), label="bad only"))
+    add(E("core.check_instance", a("v"), a(3), a(int)))
+    add(E("core.check_callable", a("v"), a(len)))
+    hist = torch.tensor([1.0, 0.5, 0.4], dtype=torch.float64)
+    add(E("core.check_fit", a("fit"), a(hist, "array", "loss_history"), a(torch.zeros(2))))
+    add(E("core.DivergenceError", a("message")))
     add(E("core.derive_seed", a(1, "seed"), a(2, "seed", "keys")))
     add(E("core.numpy_rng", a(1, "seed")))
     add(E("core.seed_everything", a(1, "seed")))
@@ -313,7 +323,7 @@ def build_table() -> list[Entry]:
             config=a(cfg, "obj"),
             seed=a(0, "seed"),
             batched=a(True, "bool"),
-            first_run=a(0, "count"),
+            first_run=a(0, "count", huge=False),
             **prog,
         )
     )
@@ -352,7 +362,7 @@ def build_table() -> list[Entry]:
             task=a("ccmc_lite.markov.runs:sweep_task"),
             settings=a({}),
             runs=a(({},)),
-            first_run=a(0, "count"),
+            first_run=a(0, "count", huge=False),
             seed=a(0, "seed"),
         )
     )
@@ -408,14 +418,14 @@ def build_table() -> list[Entry]:
         E(
             "ccmc.ccmc_distribution_from_counts",
             a(P3, "stoch"),
-            a(counts, "array", "counts"),
+            a(counts, "array", "counts", shape=False),
             a(0, "count", "query", huge=False),
         )
     )
-    add(E("ccmc.check_prompt_tokens", a("v"), a(X, "tokens", K=3), a(3, "int")))
+    add(E("ccmc.check_prompt_tokens", a("v"), a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.check_transition", a(P3, "stoch")))
-    add(E("ccmc.frequencies", a(X, "tokens", K=3), a(3, "int")))
-    add(E("ccmc.token_counts", a(X, "tokens", K=3), a(3, "int")))
+    add(E("ccmc.frequencies", a(X, "tokens", K=3), a(3, "int", huge=False)))
+    add(E("ccmc.token_counts", a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.log_likelihood", a(P3, "stoch"), a(pop, "obj", "data")))
     add(E("ccmc.population_data", a(P3, "stoch"), a(prompts, "obj", "prompts")))
     add(
@@ -465,33 +475,61 @@ def build_table() -> list[Entry]:
             a(4, "int"),
             seed=a(0, "seed"),
             n_traj=a(2, "int", none_ok=True),
-            chunk=a(16, "int"),
+            chunk=a(16, "int", huge=False),
         )
     )
     add(E("ccmc.trajectory_data", a(tr.tokens, "tokens", K=3), a(5, "int"), a(3, "int")))
     add(E("ccmc.weighted_transition", a(P3, "stoch"), a(p3, "probvec", "m")))
-    add(E("ccmc.attention_scores", a(W3, "array", "W"), a(E3, "array", "E"), a(X, "tokens", K=3)))
+    add(
+        E(
+            "ccmc.attention_scores",
+            a(W3, "array", "W", shape=False),
+            a(E3, "array", "E"),
+            a(X, "tokens", K=3),
+        )
+    )
     add(E("ccmc.check_embeddings", a(E3, "array", "E")))
-    add(E("ccmc.cross_attention", a(W3, "array", "W"), a(E3, "array", "E"), a(X, "tokens", K=3)))
+    add(
+        E(
+            "ccmc.cross_attention",
+            a(W3, "array", "W", shape=False),
+            a(E3, "array", "E"),
+            a(X, "tokens", K=3),
+        )
+    )
     add(E("ccmc.embed", a(E3, "array", "E"), a(X, "tokens", K=3)))
-    add(E("ccmc.logits_from_weights", a(W3, "array", "W"), a(E3, "array", "E")))
+    add(E("ccmc.logits_from_weights", a(W3, "array", "W", shape=False), a(E3, "array", "E")))
     add(
         E(
             "ccmc.next_token_distribution",
-            a(W3, "array", "W"),
+            a(W3, "array", "W", shape=False),
             a(E3, "array", "E"),
             a(X, "tokens", K=3),
         )
     )
     add(E("ccmc.positional_embeddings", a(3, "int"), a(5, "int"), a(8, "int"), seed=a(0, "seed")))
-    add(E("ccmc.positional_factors", a(W8, "array", "W"), a(Ep, "array", "E"), a(Up, "array", "U")))
-    add(E("ccmc.project_onto_subspace", a(W3, "array", "W"), a(E3, "array", "E")))
+    add(
+        E(
+            "ccmc.positional_factors",
+            a(W8, "array", "W", shape=False),
+            a(Ep, "array", "E"),
+            a(Up, "array", "U"),
+        )
+    )
+    add(E("ccmc.project_onto_subspace", a(W3, "array", "W", shape=False), a(E3, "array", "E")))
     add(E("ccmc.random_embeddings", a(3, "int"), a(3, "int"), seed=a(0, "seed")))
-    add(E("ccmc.self_attention", a(W3, "array", "W"), a(E3, "array", "E"), a(X, "tokens", K=3)))
+    add(
+        E(
+            "ccmc.self_attention",
+            a(W3, "array", "W", shape=False),
+            a(E3, "array", "E"),
+            a(X, "tokens", K=3),
+        )
+    )
     for f in ("subspace_basis", "subspace_projectors", "tied_classifier"):
         add(E(f"ccmc.{f}", a(E3, "array", "E")))
-    add(E("ccmc.transition_from_weights", a(W3, "array", "W"), a(E3, "array", "E")))
-    add(E("ccmc.weights_from_logits", a(W3, "array", "Theta"), a(E3, "array", "E")))
+    add(E("ccmc.transition_from_weights", a(W3, "array", "W", shape=False), a(E3, "array", "E")))
+    add(E("ccmc.weights_from_logits", a(W3, "array", "Theta", shape=False), a(E3, "array", "E")))
     add(E("ccmc.weights_from_transition", a(P3, "stoch"), a(E3, "array", "E")))
     add(
         E("ccmc.from_column_stochastic", a(P3.T.clone(), "stoch", "P_columns"), atol=a(1e-6, "pos"))
@@ -530,7 +568,7 @@ def build_table() -> list[Entry]:
     add(
         E(
             "ccmc.asymptotic_error",
-            a(W3, "array", "W"),
+            a(W3, "array", "W", shape=False),
             a(E3, "array", "E"),
             a(pop, "obj", "population"),
         )
@@ -567,9 +605,16 @@ def build_table() -> list[Entry]:
         )
     )
     for f in ("gradient", "hessian_on_subspace", "hessian_weights", "nll"):
-        add(E(f"ccmc.{f}", a(W3, "array", "W"), a(E3, "array", "E"), a(pop, "obj", "data")))
-    add(E("ccmc.hessian_logits", a(W3, "array", "Theta"), a(pop, "obj", "data")))
-    add(E("ccmc.nll_logits", a(W3, "array", "Theta"), a(pop, "obj", "data")))
+        add(
+            E(
+                f"ccmc.{f}",
+                a(W3, "array", "W", shape=False),
+                a(E3, "array", "E"),
+                a(pop, "obj", "data"),
+            )
+        )
+    add(E("ccmc.hessian_logits", a(W3, "array", "Theta", shape=False), a(pop, "obj", "data")))
+    add(E("ccmc.nll_logits", a(W3, "array", "Theta", shape=False), a(pop, "obj", "data")))
     add(E("ccmc.binary_collapse_chain", a(0.3, "prob")))
     add(E("ccmc.collapse_explorer", label="widget"))
     add(E("ccmc.collapse_exponent", a(0.3, "prob")))
@@ -620,8 +665,8 @@ def build_table() -> list[Entry]:
     add(E("ccmc.plot_frequency_curves", a("skip", "obj", "ax"), a(freqs[0]), label="bad only"))
     add(E("ccmc.plot_snapshots", a("skip", "obj", "ax"), a(X), a([0]), label="bad only"))
     add(E("ccmc.predicted_decay_exponents", a(P3, "stoch"), a(m_fixed, "probvec", "m")))
-    add(E("ccmc.random_chain", a(3, "int", min=2), seed=a(0, "seed"), scale=a(1.0, "pos")))
-    add(E("ccmc.running_frequencies", a(X, "tokens", K=3), a(3, "int")))
+    add(E("ccmc.random_chain", a(3, "int", min=2), seed=a(0, "seed"), scale=a(1.0, "nonneg")))
+    add(E("ccmc.running_frequencies", a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.self_reinforcing_tokens", a(P3, "stoch")))
     add(E("ccmc.stationary_of_reweighted", a(P3, "stoch"), a(p3, "probvec", "m")))
     add(E("ccmc.zero_diagonal", a(P3, "stoch")))
@@ -631,7 +676,14 @@ def build_table() -> list[Entry]:
     add(E("markov.binary_kernel", a(0.3, "prob"), a(0.4, "prob")))
     add(E("markov.check_kernel", a(P2, "stoch")))
     add(E("markov.empirical_transitions", a(x2[0], "tokens", "x", K=2), a(2, "int", min=2)))
-    add(E("markov.enumerate_chains", a(P2, "stoch"), a(4, "int"), max_sequences=a(64, "int")))
+    add(
+        E(
+            "markov.enumerate_chains",
+            a(P2, "stoch"),
+            a(4, "int"),
+            max_sequences=a(64, "int", huge=False),
+        )
+    )
     add(E("markov.lag_one_covariance", a(P2, "stoch")))
     add(E("markov.random_kernel", a(3, "int", min=2), a(0, "seed"), alpha=a(1.0, "pos")))
     add(E("markov.sample_chains", a(P2, "stoch"), a(2, "int"), a(5, "int")))
@@ -654,9 +706,9 @@ def build_table() -> list[Entry]:
     add(
         E(
             "markov.causal_attention",
-            a(q, "array", "q"),
-            a(q, "array", "k"),
-            a(q, "array", "v"),
+            a(q, "array", "q", shape=False),
+            a(q, "array", "k", shape=False),
+            a(q, "array", "v", shape=False),
             block=a(4, "int"),
         )
     )
@@ -684,10 +736,10 @@ def build_table() -> list[Entry]:
         E(
             "markov.appendix_d_logits",
             a(0.5, "real", "e"),
-            a(0.3, "prob", "p"),
+            a(0.3, "real", "p"),
             a(0.5, "real", "w1"),
             a(0.1, "real", "b"),
-            a(2, "int", "beta"),
+            a(2, "count", "beta"),
         )
     )
     add(
@@ -728,7 +780,7 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("markov.symbolic_unigram_hessian", a(2, "int", min=2), a(2, "int"), a(2, "int")))
-    add(E("markov.symmetric_threshold", a(3, "int", min=2)))
+    add(E("markov.symmetric_threshold", a(3, "int", min=2, huge=False)))
     add(E("markov.theta_pi", a(model, "obj", "model"), a(P2, "stoch")))
     add(E("markov.theta_star", a(model, "obj", "model"), a(0.3, "prob"), a(0.4, "prob")))
     add(E("markov.unigram_curvature", a(P2, "stoch")))
@@ -774,7 +826,7 @@ def build_table() -> list[Entry]:
             config=a(mcfg, "obj"),
             seed=a(0, "seed"),
             batch_size=a(2, "int"),
-            first_run=a(0, "count"),
+            first_run=a(0, "count", huge=False),
             **prog,
         )
     )
@@ -797,7 +849,7 @@ def build_table() -> list[Entry]:
             "markov.sweep_task",
             a(settings, "obj", "settings"),
             a([{"p": 0.3, "q": 0.4}], "obj", "runs"),
-            first_run=a(0, "count"),
+            first_run=a(0, "count", huge=False),
             seed=a(0, "seed"),
         )
     )
@@ -822,12 +874,12 @@ def build_table() -> list[Entry]:
             seed=a(0, "seed", none_ok=True),
         )
     )
-    add(E("ngram.dirichlet_mean_entropy", a(3, "int", min=2), a(0.5, "pos")))
+    add(E("ngram.dirichlet_mean_entropy", a(3, "int", min=2, huge=False), a(0.5, "pos")))
     add(E("ngram.flatten_transitions", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.history_codes", a(tok, "tokens", K=3), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.lifted_stationary", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.lifted_transition_matrix", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
-    add(E("ngram.log_uniform", a(3, "int", min=2)))
+    add(E("ngram.log_uniform", a(3, "int", min=2, huge=False)))
     add(E("ngram.next_token_probs", a(batch.transitions, "stoch", "P"), a(tok, "tokens", K=3)))
     add(
         E(
@@ -883,7 +935,7 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a(1, "count"),
             positions=a("last", "choice"),
-            chunk=a(64, "int"),
+            chunk=a(64, "int", huge=False),
         )
     )
     add(
@@ -901,7 +953,7 @@ def build_table() -> list[Entry]:
             a(tok, "tokens", K=3),
             a(3, "int", min=2),
             a([1]),
-            chunk=a(64, "int"),
+            chunk=a(64, "int", huge=False),
         )
     )
     add(
@@ -918,7 +970,7 @@ def build_table() -> list[Entry]:
             "ngram.AttentionOnlyTransformer",
             a(3, "int", min=2),
             a(8, "int"),
-            init_scale=a(1.0, "pos"),
+            init_scale=a(1.0, "nonneg"),
         )
     )
     add(
@@ -927,12 +979,12 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a(8, "int"),
             a(2, "int"),
-            init_scale=a(1.0, "pos"),
+            init_scale=a(1.0, "nonneg"),
         )
     )
-    add(E("ngram.causal_softmax", a(torch.randn(2, 4, 4), "array", "scores")))
+    add(E("ngram.causal_softmax", a(torch.randn(2, 4, 4), "array", "scores", shape=False)))
     add(E("ngram.construction_limit", a(tok, "tokens", K=3), a(3, "int", min=2), a((1, None))))
-    add(E("ngram.first_layer_attention", a(torch.randn(4, 4), "array", "A1")))
+    add(E("ngram.first_layer_attention", a(torch.randn(4, 4), "array", "A1", shape=False)))
     add(
         E(
             "ngram.load_parameters",
@@ -998,10 +1050,10 @@ def build_table() -> list[Entry]:
     add(
         E(
             "ngram.fit_theorem42",
-            a(cc, "array", "c"),
-            a(cc + 5, "array", "T"),
-            a(cc / 10, "array", "stat"),
-            a(cc / 100, "array", "grad_norm"),
+            a(cc, "array", "c", shape=False),
+            a(cc + 5, "array", "T", shape=False),
+            a(cc / 10, "array", "stat", shape=False),
+            a(cc / 100, "array", "grad_norm", shape=False),
         )
     )
     add(
@@ -1033,7 +1085,7 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("ngram.statistical_term", a(batch, "obj", "batch"), a(1, "count")))
-    add(E("ngram.NGramStream", a(task, "obj", "task"), a(4, "int"), chunk=a(4, "int")))
+    add(E("ngram.NGramStream", a(task, "obj", "task"), a(4, "int"), chunk=a(4, "int", huge=False)))
     add(
         E(
             "ngram.checkpoint_gradient_norms",
@@ -1058,7 +1110,7 @@ def build_table() -> list[Entry]:
             "ngram.make_eval_fn",
             a(tok, "array", "tokens", shape=False),
             a(target, "probvec", "target"),
-            chunk=a(64, "int"),
+            chunk=a(64, "int", huge=False),
         )
     )
     add(E("ngram.make_loss_fn", a(1e-8, "nonneg", "eps")))
@@ -1109,10 +1161,28 @@ def build_table() -> list[Entry]:
     )
     add(E("ngram.moving_average", a(loss1, "array", "x", shape=False), a(2, "int", "window")))
     add(E("ngram.nearest_level", a(0.5, "real", "value"), a({"a": 0.4, "b": 0.9}, "obj", "levels")))
-    add(E("ngram.offset_attention", a(torch.rand(6, 6), "array", "A1"), a(1, "int", "offset")))
+    add(
+        E(
+            "ngram.offset_attention",
+            a(torch.rand(6, 6), "array", "A1", shape=False),
+            a(1, "count", "offset"),
+        )
+    )
     # --- lens
-    add(E("lens.coarse_gap", a(joint, "array", "joint"), a([0, 0, 1], "obj", "groups")))
-    add(E("lens.coarse_predictor", a(joint, "array", "joint"), a([0, 0, 1], "obj", "groups")))
+    add(
+        E(
+            "lens.coarse_gap",
+            a(joint, "array", "joint"),
+            a([0, 0, 1], "obj", "groups", none_ok=True),
+        )
+    )
+    add(
+        E(
+            "lens.coarse_predictor",
+            a(joint, "array", "joint"),
+            a([0, 0, 1], "obj", "groups", none_ok=True),
+        )
+    )
     add(E("lens.conditional_entropy", a(joint, "array", "joint")))
     add(E("lens.ngram_levels", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     return T
@@ -1220,6 +1290,8 @@ def run_entry(entry: Entry, fns: dict[str, Callable[..., Any]]) -> Iterator[Outc
     ] + [(k, arg, False, k) for k, arg in entry.kwargs.items()]
     for pname, arg, positional, where in slots:
         names = (pname, *arg.names)
+        if entry.name.startswith(("core.check_", "ccmc.check_prompt_tokens")):
+            names = (*names, "v")  # the checks name the value by their first argument
         for label, bad in bad_values(arg):
             args = [x.value for x in entry.args]
             kwargs = {k: x.value for k, x in entry.kwargs.items()}

@@ -32,6 +32,7 @@ __all__ = [
     "check_float",
     "check_instance",
     "check_int",
+    "check_model_tokens",
     "check_power",
     "check_prob_vector",
     "check_probability",
@@ -39,6 +40,7 @@ __all__ = [
     "check_size",
     "check_stochastic_matrix",
     "check_tokens",
+    "is_traced",
 ]
 
 _ArrayLike = Any  # numpy array, torch tensor or nested sequence of numbers
@@ -96,6 +98,18 @@ def check_int(
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}; got {value}")
     return value
+
+
+def is_traced(value: Any) -> bool:
+    """True for a tensor inside ``torch.func`` transforms (``vmap``, ``grad``).
+
+    Checks that look at the *values* (``bool((x < 0).any())``) cannot run there; the
+    shared checks skip them for such tensors, keeping only the type and shape checks. The
+    same call made eagerly (outside the trainer) gets every check.
+    """
+    return isinstance(value, torch.Tensor) and bool(
+        torch._C._functorch.is_functorch_wrapped_tensor(value)
+    )
 
 
 def check_bool(name: str, value: Any) -> bool:
@@ -306,7 +320,12 @@ def as_tensor(
             raise ValueError(
                 f"{name} must have {want} dimension(s); got shape {tuple(tensor.shape)}"
             )
-    if finite and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+    if (
+        finite
+        and tensor.is_floating_point()
+        and not is_traced(tensor)
+        and not bool(torch.isfinite(tensor).all())
+    ):
         raise ValueError(f"{name} must contain only finite numbers (no NaN or inf)")
     return tensor
 
@@ -330,6 +349,8 @@ def check_prob_vector(
         raise ValueError(f"{name} must be a vector of probabilities; got a scalar")
     if v.shape[-1] == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(v.shape)}")
+    if is_traced(v):
+        return v
     if bool((v < 0).any()):
         raise ValueError(f"{name} must have non-negative entries; smallest is {v.min().item():g}")
     if positive and bool((v == 0).any()):
@@ -393,7 +414,45 @@ def check_tokens(
     tokens = as_tensor(name, value, dtype=torch.long, ndim=ndim)
     if not allow_empty and tokens.numel() == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(tokens.shape)}")
+    if is_traced(tokens):
+        return tokens
     if tokens.numel() and (bool((tokens < 0).any()) or bool((tokens >= K).any())):
         bad = tokens[(tokens < 0) | (tokens >= K)].flatten()[0].item()
         raise ValueError(f"{name} must hold tokens in [0, {K}) (K={K}); found {bad}")
+    return tokens
+
+
+def check_model_tokens(
+    name: str,
+    value: _ArrayLike,
+    model: Any,
+    *,
+    ndim: int | Sequence[int] | None = 2,
+    extra: int = 0,
+) -> torch.Tensor:
+    """Check tokens fed to a book model: integers in ``[0, vocab)``, at most ``T`` positions.
+
+    ``vocab`` is the model's ``S`` (Part III) or ``K`` (Part II) attribute, the length limit
+    its ``T`` or ``N`` plus ``extra`` (``extra=1`` for sequences that include the target
+    token). Returns a ``torch.long`` tensor.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    vocab = next(
+        (v for v in (getattr(model, "S", None), getattr(model, "K", None)) if isinstance(v, int)),
+        None,
+    )
+    length = next(
+        (v for v in (getattr(model, "T", None), getattr(model, "N", None)) if isinstance(v, int)),
+        None,
+    )
+    if vocab is None:
+        tokens = as_tensor(name, value, dtype=torch.long, ndim=ndim)
+    else:
+        tokens = check_tokens(name, value, vocab, ndim=ndim)
+    if length is not None and tokens.ndim and tokens.shape[-1] > length + extra:
+        raise ValueError(
+            f"{name} has {tokens.shape[-1]} positions but the model takes at most "
+            f"{length + extra}; got shape {tuple(tokens.shape)}"
+        )
     return tokens
