@@ -24,7 +24,15 @@ import torch
 from matplotlib.axes import Axes
 
 from ..core.seeding import torch_generator
-from ..core.validation import as_tensor, check_float, check_int, check_probability, check_seed
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_float,
+    check_int,
+    check_probability,
+    check_seed,
+    check_size,
+)
 from .chain import check_transition
 
 __all__ = [
@@ -129,7 +137,7 @@ def random_chain(K: int, *, seed: int, scale: float = 1.0) -> torch.Tensor:
     Tensor
         ``(K, K)`` row-stochastic.
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     scale = check_float("scale", scale, minimum=0.0)
     W = scale * torch.randn(K, K, generator=torch_generator(check_seed(seed)), dtype=torch.float64)
     return torch.softmax(W.T, dim=-1)
@@ -178,7 +186,7 @@ def running_frequencies(tokens: Any, K: int) -> torch.Tensor:
     """
     from ..core.validation import check_tokens
 
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     X = check_tokens("tokens", tokens, K, ndim=(1, 2))
     cum = torch.nn.functional.one_hot(X, K).double().cumsum(-2)
     return cum / torch.arange(1, X.shape[-1] + 1, dtype=torch.float64)[:, None]
@@ -261,7 +269,7 @@ def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torc
     Tensor
         ``(K,)``.
     """
-    steps = check_int("steps", steps, minimum=1)
+    steps = check_size("steps", steps, minimum=1)
     dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
     m = as_tensor("m0", m0, dtype=torch.float64, ndim=1).clone()
     m = m / m.sum()
@@ -465,9 +473,13 @@ def plot_snapshots(
     from ..core.plotting import PALETTE
 
     X = as_tensor("tokens", tokens, dtype=torch.long, ndim=1).numpy()
-    window = check_int("window", window, minimum=1)
+    window = check_size("window", window, minimum=1)
     starts = [check_int("starts entry", int(s), minimum=0, maximum=len(X) - window) for s in starts]
-    K = int(X.max()) + 1 if K is None else check_int("K", K, minimum=2)
+    K = (
+        int(X.max()) + 1
+        if K is None
+        else check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    )
     grid = np.stack([X[s : s + window] for s in starts])
     ax.imshow(grid, cmap=ListedColormap(PALETTE[:K]), vmin=-0.5, vmax=K - 0.5, aspect="auto")
     for r in range(grid.shape[0]):

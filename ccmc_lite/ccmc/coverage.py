@@ -25,7 +25,7 @@ import torch
 from matplotlib.axes import Axes
 from scipy.sparse.csgraph import connected_components
 
-from ..core.validation import as_tensor, check_choice, check_int
+from ..core.validation import DEFAULT_LIMITS, as_tensor, check_choice, check_int, check_size
 from .chain import VARIANTS, check_transition, prompt_statistics
 
 __all__ = [
@@ -59,7 +59,7 @@ def cooccurrence_graphs(prompts: Any, K: int, *, variant: str = "self") -> torch
         among the keys of some prompt of :math:`\\Omega_k` (the set :math:`\\mathcal C_k`
         of Cor. 3.5).
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = check_choice("variant", variant, VARIANTS)
     counts, query, _ = prompt_statistics(prompts, K, variant=variant)
     present = (counts > 0).double()  # (n, K)

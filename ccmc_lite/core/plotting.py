@@ -18,7 +18,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .validation import as_tensor, check_int
+from .validation import as_tensor, check_size
 
 __all__ = [
     "PALETTE",
@@ -78,8 +78,8 @@ def fig_axes(
     ncols: int = 1, nrows: int = 1, *, width: float = 3.4, height: float = 3.0, **kwargs: Any
 ) -> tuple[Figure, np.ndarray]:
     """A figure with a grid of axes, sized per panel; returns ``(fig, axes.flatten())``."""
-    ncols = check_int("ncols", ncols, minimum=1)
-    nrows = check_int("nrows", nrows, minimum=1)
+    ncols = check_size("ncols", ncols, minimum=1, limit=64)
+    nrows = check_size("nrows", nrows, minimum=1, limit=64)
     fig, axes = plt.subplots(
         nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs
     )

@@ -53,7 +53,7 @@ _ArrayLike = Any  # numpy array, torch tensor or nested sequence of numbers
 DEFAULT_LIMITS: dict[str, int] = {
     "size": 10**8,
     "elements": 10**9,
-    "vocab": 10**5,
+    "vocab": 4096,
 }
 
 

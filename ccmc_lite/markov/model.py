@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.validation import check_float, check_int, check_tokens
+from ..core.validation import DEFAULT_LIMITS, check_float, check_int, check_size, check_tokens
 
 __all__ = [
     "ATTENTION_BLOCK",
@@ -340,10 +340,10 @@ def check_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
             f"unknown model option(s) {unknown}; expected names among {sorted(MODEL_OPTIONS)}"
         )
     opts = {**MODEL_OPTIONS, **options}
-    opts["K"] = check_int("K", opts["K"], minimum=2)
-    opts["d"] = check_int("d", opts["d"], minimum=1)
-    opts["N"] = check_int("N", opts["N"], minimum=1)
-    opts["depth"] = check_int("depth", opts["depth"], minimum=1)
+    opts["K"] = check_size("K", opts["K"], minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    opts["d"] = check_size("d", opts["d"], minimum=1)
+    opts["N"] = check_size("N", opts["N"], minimum=1)
+    opts["depth"] = check_size("depth", opts["depth"], minimum=1, limit=1024)
     for flag in ("tied", "layer_norm", "attention", "feed_forward"):
         if not isinstance(opts[flag], bool):
             raise TypeError(f"{flag} must be True or False; got {opts[flag]!r}")

@@ -19,7 +19,7 @@ import torch
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
 from ..core.training import TrainConfig, TrainResult, train_runs
-from ..core.validation import check_int, check_seed
+from ..core.validation import DEFAULT_LIMITS, check_int, check_seed, check_size
 from .kernels import binary_kernel, check_kernel, sample_chains, symmetric_kernel
 from .model import (
     MarkovTransformer,
@@ -53,8 +53,8 @@ def markov_config(
     Checkpoints are taken every ``eval_every`` steps (and at the first and last step) so
     that :meth:`MarkovRuns.test_losses` can draw test-loss curves afterwards.
     """
-    steps = check_int("steps", steps, minimum=1)
-    eval_every = check_int("eval_every", eval_every, minimum=0)
+    steps = check_size("steps", steps, minimum=1)
+    eval_every = check_size("eval_every", eval_every, minimum=0)
     ckpts = {0, steps} if eval_every == 0 else {*range(0, steps + 1, eval_every), steps}
     return TrainConfig(
         steps=steps,
@@ -110,7 +110,7 @@ class MarkovRuns:
 
     def test_sequences(self, n_test: int, seed: int) -> torch.Tensor:
         """``n_test`` sequences of length ``N`` per run from its own chain: ``(R, n_test, N)``."""
-        n_test = check_int("n_test", n_test, minimum=1)
+        n_test = check_size("n_test", n_test, minimum=1)
         gen = torch_generator(derive_seed(check_seed(seed), 7))
         return sample_chains(self.kernels, n_test, self.options["N"], generator=gen)
 
@@ -197,7 +197,7 @@ def train_markov(
     opts = check_model_options(model_options)
     if opts["K"] != P.shape[-1]:
         raise ValueError(f"model_options K={opts['K']} does not match kernels with K={P.shape[-1]}")
-    batch_size = check_int("batch_size", batch_size, minimum=1)
+    batch_size = check_size("batch_size", batch_size, minimum=1)
     N = opts["N"]
     P32 = P.to(torch.float32)
     pi = stationary_distribution(P)  # (R, K): each chain starts at its stationary law
@@ -298,7 +298,7 @@ def zero_position_probs(x: Any, probs: Any, *, count: int, token: int = 0) -> to
     """
     x = torch.as_tensor(x)
     probs = torch.as_tensor(probs)
-    count = check_int("count", count, minimum=1)
+    count = check_size("count", count, minimum=1)
     R = x.shape[0]
     flat_x = x.reshape(R, -1)
     flat_p = probs[..., 1].reshape(R, -1)
@@ -418,12 +418,12 @@ def sweep_task(
     ``entropy_rate`` and ``unigram_entropy`` of the kernel, ``train_loss_head`` (the first
     ``head`` training losses, for reproduction checks); ``shared["eval_steps"]``.
     """
-    K = check_int("settings['K']", settings.get("K", 2), minimum=2)
+    K = check_size("settings['K']", settings.get("K", 2), minimum=2, limit=DEFAULT_LIMITS["vocab"])
     if K == 2:
         kernels = torch.stack([binary_kernel(r["p"], r["q"]) for r in runs])
     else:
         kernels = torch.stack([symmetric_kernel(K, r["p"]) for r in runs])
-    steps = check_int("settings['steps']", settings["steps"], minimum=1)
+    steps = check_size("settings['steps']", settings["steps"], minimum=1)
     eval_every = settings.get("eval_every", max(steps // 40, 1))
     options = {
         "K": K,

@@ -37,7 +37,15 @@ from scipy import special
 
 from ..core.chains import stationary_distribution
 from ..core.seeding import torch_generator
-from ..core.validation import as_tensor, check_choice, check_float, check_int, check_tokens
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_choice,
+    check_float,
+    check_int,
+    check_size,
+    check_tokens,
+)
 
 __all__ = [
     "NGramBatch",
@@ -61,11 +69,11 @@ STARTS = ("uniform", "stationary")
 
 
 def _check_S(S: int) -> int:
-    return check_int("S", S, minimum=2)
+    return check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
 
 
 def _check_n(n: int) -> int:
-    return check_int("n", n, minimum=1)
+    return check_size("n", n, minimum=1)
 
 
 def _check_alpha(alpha: float) -> float:
@@ -73,7 +81,7 @@ def _check_alpha(alpha: float) -> float:
 
 
 def _check_T(T: int, n: int) -> int:
-    T = check_int("T", T, minimum=1)
+    T = check_size("T", T, minimum=1)
     if T < n:
         raise ValueError(
             f"T must be >= n (a sequence must hold one full history); got T={T}, n={n}"
@@ -180,7 +188,7 @@ def dirichlet(
             raise ValueError("alpha must be > 0 and finite everywhere")
     else:
         a = torch.tensor(_check_alpha(alpha), dtype=dtype)
-    shape = tuple(check_int("shape entry", s, minimum=0) for s in shape)
+    shape = tuple(check_size("shape entry", s, minimum=0) for s in shape)
     a = torch.broadcast_to(a.reshape((*a.shape, 1)), (*shape, S))  # (*shape, S)
     return torch.softmax(_log_gamma(a, gen), dim=-1)
 
@@ -286,7 +294,7 @@ def history_codes(tokens: torch.Tensor, S: int, length: int) -> torch.Tensor:
     all zeros (the empty history).
     """
     S = _check_S(S)
-    length = check_int("length", length, minimum=0)
+    length = check_size("length", length, minimum=0)
     x = check_tokens("tokens", tokens, S)
     T = x.shape[-1]
     codes = torch.zeros_like(x)
@@ -395,7 +403,7 @@ def sample_batch(
     """
     if not isinstance(task, NGramTask):
         raise TypeError(f"task must be an NGramTask; got {type(task).__name__}")
-    batch_size = check_int("batch_size", batch_size, minimum=1)
+    batch_size = check_size("batch_size", batch_size, minimum=1)
     gen = _generator(generator, seed)
     T = task.T if T is None else _check_T(T, task.n)
     a = None
@@ -459,7 +467,7 @@ def sample_urn(
     if task.start != "uniform":
         raise ValueError(f"sample_urn needs task.start='uniform'; got {task.start!r}")
     gen = _generator(generator, seed)
-    shape = tuple(check_int("shape entry", s, minimum=1) for s in shape)
+    shape = tuple(check_size("shape entry", s, minimum=1) for s in shape)
     T = task.T if T is None else _check_T(T, task.n)
     S, m = task.S, task.n - 1
     H = S**m
@@ -540,7 +548,7 @@ def suffix_conditional(P: torch.Tensor, k: int, T: int, *, start: str = "uniform
     S = int(P.shape[-1])
     n = P.ndim - 1
     k = check_int("k", k, minimum=1, maximum=n)
-    T = check_int("T", T, minimum=max(n - 1, 1))
+    T = check_size("T", T, minimum=max(n - 1, 1))
     start = check_choice("start", start, STARTS)
     flat = flatten_transitions(P, S, n).to(torch.float64)  # (B, H, S)
     B, H = flat.shape[0], flat.shape[1]

@@ -255,7 +255,7 @@ def sequence_law(
     P = check_prob_vector("P", P)
     S = int(P.shape[-1])
     n = P.ndim
-    T = check_int("T", T, minimum=n)
+    T = check_size("T", T, minimum=n)
     start = check_choice("start", start, ("uniform", "stationary"))
     check_power("S^T sequences to enumerate", S, T, limit=2_000_000)
     flat = flatten_transitions(P.unsqueeze(0), S, n)[0]  # (H, S)
@@ -291,7 +291,7 @@ class SuffixModel(nn.Module):
     def __init__(self, S: int, suffix_len: int) -> None:
         super().__init__()
         self.S = check_size("S", S, minimum=2)
-        self.L = check_int("suffix_len", suffix_len, minimum=0)
+        self.L = check_size("suffix_len", suffix_len, minimum=0)
         check_power("S^suffix_len", self.S, self.L)
         self.W = nn.Parameter(torch.zeros(self.S**self.L, self.S, dtype=torch.float64))
 
@@ -309,7 +309,7 @@ def suffix_law(
     Returns ``(S^L, S)``; suffixes of probability zero get the uniform row.
     """
     S = check_size("S", S, minimum=2)
-    L = check_int("L", L, minimum=0)
+    L = check_size("L", L, minimum=0)
     check_power("S^L suffixes", S, L)
     tokens = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
     prob = check_prob_vector("prob", prob)
@@ -335,7 +335,7 @@ def statistical_term(batch: NGramBatch, k: int, *, start: str = "uniform") -> fl
     matches); ``p_τ(·|suffix)`` is exact (:func:`ccmc_lite.ngram.suffix_conditional`).
     """
     check_instance("batch", batch, NGramBatch)
-    k = check_int("k", k, minimum=1)
+    k = check_size("k", k, minimum=1)
     P = batch.transitions
     S = int(P.shape[-1])
     n = P.ndim - 1

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..core.validation import as_tensor, check_float, check_int
+from ..core.validation import as_tensor, check_float, check_int, check_size
 
 __all__ = [
     "Plateau",
@@ -61,7 +61,7 @@ def _as_1d(name: str, x) -> np.ndarray:
 def moving_average(x, window: int) -> np.ndarray:
     """Trailing moving average over ``window`` steps (shorter at the start); same length."""
     v = _as_1d("x", x)
-    window = check_int("window", window, minimum=1)
+    window = check_size("window", window, minimum=1)
     if not np.all(np.isfinite(v)):
         raise ValueError("x must be finite")
     c = np.concatenate([[0.0], np.cumsum(v)])
@@ -107,7 +107,7 @@ def detect_plateaus(
     lo = moving_average(loss, window)
     if g.shape != lo.shape:
         raise ValueError(f"grad_norm and loss must have the same length; got {g.size}, {lo.size}")
-    min_length = check_int("min_length", min_length, minimum=1)
+    min_length = check_size("min_length", min_length, minimum=1)
     if threshold is None:
         rel = check_float("rel_threshold", rel_threshold, minimum=0.0, open_lower=True)
         quiet = g[window:] if g.size > window else g
