@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from .validation import check_size
+from .validation import check_bool, check_size
 
 __all__ = ["TextProgress"]
 
@@ -47,7 +47,7 @@ class TextProgress:
         self.updates = check_size("updates", updates, minimum=1, limit=10**4)
         self.width = check_size("width", width, minimum=1, limit=1000)
         self.label = label
-        self.enabled = enabled
+        self.enabled = check_bool("enabled", enabled)
         self.stream = stream
         self._start = time.perf_counter()
         self._next = 1

@@ -135,7 +135,7 @@ def check_size(
     people who mean it). Booleans are rejected like in :func:`check_int`.
     """
     value = check_int(name, value, minimum=minimum)
-    limit = DEFAULT_LIMITS["size"] if limit is None else limit
+    limit = DEFAULT_LIMITS["size"] if limit is None else check_int("limit", limit, minimum=0)
     if not allow_large and value > limit:
         raise ValueError(
             f"{name}={value} exceeds the limit {limit} (DEFAULT_LIMITS); "
@@ -203,7 +203,10 @@ def check_fit(
     loss or a final parameter is infinite or NaN where it was computed, or if a loss
     exceeds the first one by more than ``max_loss_rise * max(|first|, 1)``.
     """
-    hist = loss_history.detach()
+    hist = as_tensor("loss_history", loss_history, ndim=(1, 2, 3, 4), finite=False)
+    if hist.shape[-1] == 0:
+        raise ValueError("loss_history must not be empty")
+    params = as_tensor("params", params, finite=False)
     index = torch.arange(hist.shape[-1])
     taken = ~torch.isnan(hist) | (index == 0) | (index == hist.shape[-1] - 1)
     bad = taken & ~torch.isfinite(hist)
@@ -385,6 +388,8 @@ def check_stochastic_matrix(
         raise ValueError(f"{name} must be square; got shape {tuple(P.shape)}")
     if P.shape[-1] == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(P.shape)}")
+    if is_traced(P):
+        return P
     if bool((P < 0).any()):
         raise ValueError(f"{name} must have non-negative entries; smallest is {P.min().item():g}")
     if positive and bool((P == 0).any()):
@@ -442,9 +447,9 @@ def check_model_tokens(
         (v for v in (getattr(model, "S", None), getattr(model, "K", None)) if isinstance(v, int)),
         None,
     )
-    length = next(
-        (v for v in (getattr(model, "T", None), getattr(model, "N", None)) if isinstance(v, int)),
-        None,
+    attr, length = next(
+        ((a, getattr(model, a)) for a in ("T", "N") if isinstance(getattr(model, a, None), int)),
+        ("", None),
     )
     if vocab is None:
         tokens = as_tensor(name, value, dtype=torch.long, ndim=ndim)
@@ -453,6 +458,6 @@ def check_model_tokens(
     if length is not None and tokens.ndim and tokens.shape[-1] > length + extra:
         raise ValueError(
             f"{name} has {tokens.shape[-1]} positions but the model takes at most "
-            f"{length + extra}; got shape {tuple(tokens.shape)}"
+            f"{length + extra} ({attr}={length}); got shape {tuple(tokens.shape)}"
         )
     return tokens
