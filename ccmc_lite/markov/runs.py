@@ -10,7 +10,7 @@ own chain, with the low-variance loss :func:`ccmc_lite.markov.kernel_loss`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,17 @@ import torch
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
 from ..core.training import TrainConfig, TrainResult, train_runs
-from ..core.validation import DEFAULT_LIMITS, check_int, check_seed, check_size
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_instance,
+    check_int,
+    check_model_tokens,
+    check_prob_vector,
+    check_seed,
+    check_size,
+    check_tokens,
+)
 from .kernels import binary_kernel, check_kernel, sample_chains, symmetric_kernel
 from .model import (
     MarkovTransformer,
@@ -194,7 +204,9 @@ def train_markov(
     P = check_kernel(kernels, "kernels")
     if P.ndim != 3:
         raise ValueError(f"kernels must have shape (R, K, K); got {tuple(P.shape)}")
+    check_instance("model_options", model_options, Mapping)
     opts = check_model_options(model_options)
+    first_run = check_int("first_run", first_run, minimum=0)
     if opts["K"] != P.shape[-1]:
         raise ValueError(f"model_options K={opts['K']} does not match kernels with K={P.shape[-1]}")
     batch_size = check_size("batch_size", batch_size, minimum=1)
@@ -273,7 +285,12 @@ def unigram_gap(loss: Any, kernels: Any, *, undefined: float | None = None) -> t
         such runs raise ``ValueError``.
     """
     P = check_kernel(kernels, "kernels")
-    L = torch.as_tensor(loss, dtype=torch.float64)
+    L = as_tensor("loss", loss, ndim=(0, 1, 2))
+    R = 1 if P.ndim == 2 else P.shape[0]
+    if L.ndim == 0 or L.shape[0] != R:
+        raise ValueError(
+            f"loss must have one row per kernel (leading dimension {R}); got shape {tuple(L.shape)}"
+        )
     rate = entropy_rate(P)
     gap = unigram_entropy(P) - rate  # mutual information, (R,)
     flat = gap <= 1e-12
@@ -296,9 +313,14 @@ def zero_position_probs(x: Any, probs: Any, *, count: int, token: int = 0) -> to
     ``(R, S, N)`` and ``probs`` ``(R, S, N, K)``; positions are taken in reading order over
     the ``S`` test sequences. Returns ``(R, count)``.
     """
-    x = torch.as_tensor(x)
-    probs = torch.as_tensor(probs)
-    count = check_size("count", count, minimum=1)
+    probs = check_prob_vector("probs", probs, atol=1e-4)
+    if probs.ndim != 4 or probs.shape[-1] < 2:
+        raise ValueError(f"probs must have shape (R, S, N, K); got {tuple(probs.shape)}")
+    x = check_tokens("x", x, probs.shape[-1], ndim=3)
+    if tuple(x.shape) != tuple(probs.shape[:-1]):
+        raise ValueError(f"x must have shape {tuple(probs.shape[:-1])}; got {tuple(x.shape)}")
+    token = check_int("token", token, minimum=0, maximum=probs.shape[-1] - 1)
+    count = check_size("count", count, minimum=1, limit=x[0].numel())
     R = x.shape[0]
     flat_x = x.reshape(R, -1)
     flat_p = probs[..., 1].reshape(R, -1)
@@ -322,7 +344,7 @@ def attention_ratio(model: MarkovTransformer, x: Any) -> float:
     """
     if not isinstance(model, MarkovTransformer):
         raise TypeError(f"model must be a MarkovTransformer; got {type(model).__name__}")
-    tokens = torch.as_tensor(x)
+    tokens = check_model_tokens("x", x, model, ndim=(1, 2))
     with torch.no_grad():
         parts = model(tokens, output="parts")
         num = parts["attention"][0].norm(dim=-1)
@@ -418,6 +440,10 @@ def sweep_task(
     ``entropy_rate`` and ``unigram_entropy`` of the kernel, ``train_loss_head`` (the first
     ``head`` training losses, for reproduction checks); ``shared["eval_steps"]``.
     """
+    check_instance("settings", settings, Mapping)
+    if not isinstance(runs, Sequence) or isinstance(runs, str) or not runs:
+        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
+    first_run = check_int("first_run", first_run, minimum=0)
     K = check_size("settings['K']", settings.get("K", 2), minimum=2, limit=DEFAULT_LIMITS["vocab"])
     if K == 2:
         kernels = torch.stack([binary_kernel(r["p"], r["q"]) for r in runs])
