@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from scipy import special
@@ -43,6 +44,7 @@ from ..core.validation import (
     check_choice,
     check_float,
     check_int,
+    check_prob_vector,
     check_size,
     check_tokens,
 )
@@ -286,6 +288,18 @@ def lifted_stationary(P: torch.Tensor, S: int, n: int) -> torch.Tensor:
     return stationary_distribution(M, name="the lifted transition matrix of P")
 
 
+def _check_chains(P: Any) -> torch.Tensor:
+    """``(B, S, ..., S)`` n-gram transition tensors: every last-axis slice a distribution."""
+    P = check_prob_vector("P", P, atol=1e-4, dtype=P.dtype if _is_float(P) else torch.float64)
+    if P.ndim < 2 or any(s != P.shape[-1] for s in P.shape[1:]):
+        raise ValueError(f"P must have shape (B, S, ..., S); got {tuple(P.shape)}")
+    return P
+
+
+def _is_float(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
 def history_codes(tokens: torch.Tensor, S: int, length: int) -> torch.Tensor:
     """Integer code of the ``length`` tokens ending at each position (oldest most significant).
 
@@ -337,8 +351,7 @@ def sample_sequences(
     next_probs : Tensor
         ``(B, T, S)``, the true law of the next token after each position.
     """
-    if P.ndim < 2:
-        raise ValueError(f"P must have shape (B, S, ..., S); got {tuple(P.shape)}")
+    P = _check_chains(P)
     S = int(P.shape[-1])
     n = P.ndim - 1
     T = _check_T(T, n)
@@ -521,6 +534,7 @@ def next_token_probs(P: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     without a full ``(n-1)``-history hold NaN-free uniform rows and should not be used
     (:func:`sample_sequences` returns the exact laws there).
     """
+    P = _check_chains(P)
     S = int(P.shape[-1])
     n = P.ndim - 1
     flat = flatten_transitions(P, S, n)  # (B, H, S)
@@ -545,6 +559,7 @@ def suffix_conditional(P: torch.Tensor, k: int, T: int, *, start: str = "uniform
     Returns ``(B, S^(k-1), S)`` (rows indexed by the suffix code); suffixes of probability
     zero get the uniform row.
     """
+    P = _check_chains(P)
     S = int(P.shape[-1])
     n = P.ndim - 1
     k = check_int("k", k, minimum=1, maximum=n)

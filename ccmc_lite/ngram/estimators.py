@@ -36,6 +36,7 @@ from ..core.validation import (
     check_choice,
     check_float,
     check_int,
+    check_prob_vector,
     check_size,
     check_tokens,
 )
@@ -235,15 +236,10 @@ def cross_entropy(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     fewer. Terms with ``target[s] = 0`` contribute 0; a positive target on ``pred[s] = 0``
     gives ``+inf`` (an unsmoothed estimator that missed a token).
     """
-    p = as_tensor("pred", pred, dtype=torch.float64)
-    if p.ndim < 1:
-        raise ValueError("pred must have a last axis of probabilities")
-    if bool((p < 0).any()):
-        raise ValueError("pred must be non-negative")
-    if not isinstance(target, torch.Tensor):
-        target = torch.as_tensor(target)
+    p = check_prob_vector("pred", pred, atol=1e-4)
+    target = as_tensor("target", target, dtype=None)
     if target.is_floating_point():
-        y = as_tensor("target", target, dtype=torch.float64)
+        y = check_prob_vector("target", target, atol=1e-4)
         if y.shape != p.shape:
             raise ValueError(
                 f"target must have the shape of pred {tuple(p.shape)}; got {tuple(y.shape)}"
