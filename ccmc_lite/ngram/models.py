@@ -25,7 +25,7 @@ Shapes: ``B`` batch, ``T`` positions, ``H`` first-layer heads, ``d`` embedding w
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
@@ -35,7 +35,9 @@ from ..core.validation import (
     as_tensor,
     check_choice,
     check_float,
+    check_instance,
     check_int,
+    check_model_tokens,
     check_size,
     check_tokens,
 )
@@ -56,6 +58,9 @@ __all__ = [
 
 def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     """Row-wise softmax over keys ``j <= i`` of the last two axes (masked softmax σ, Sec. 2.3)."""
+    check_instance("scores", scores, torch.Tensor)
+    if scores.ndim < 2 or scores.shape[-1] != scores.shape[-2]:
+        raise ValueError(f"scores must have shape (..., T, T); got {tuple(scores.shape)}")
     T = scores.shape[-1]
     mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
@@ -151,6 +156,7 @@ class SimplifiedTransformer(nn.Module):
         position per sequence (keys after it are masked, so later tokens are ignored);
         ``all_positions=True`` returns ``(B, T', S)``, the prediction after every position.
         """
+        tokens = check_model_tokens("tokens", tokens, self)
         if all_positions:
             r1 = self.first_layer(tokens)  # (B, T', D)
             keys = r1 @ self.K2.T  # (B, T', D)
@@ -296,6 +302,7 @@ class AttentionOnlyTransformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Next-token probabilities after the last position, ``(B, S)``."""
+        tokens = check_model_tokens("tokens", tokens, self)
         r = self.embed(tokens)
         layers = list(zip(self.Q, self.K, self.V, strict=True))
         for Q, K, V in layers[:-1]:
@@ -462,6 +469,7 @@ def load_parameters(model: SimplifiedTransformer, params: dict[str, torch.Tensor
     """Copy a construction into ``model`` (shapes are checked; gradients stay enabled)."""
     if not isinstance(model, SimplifiedTransformer):
         raise TypeError(f"model must be a SimplifiedTransformer; got {type(model).__name__}")
+    check_instance("params", params, Mapping)
     named = dict(model.named_parameters())
     missing = set(named) - set(params)
     if missing:

@@ -19,7 +19,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ..core.validation import DEFAULT_LIMITS, as_tensor, check_float, check_int, check_size
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_float,
+    check_instance,
+    check_int,
+    check_prob_vector,
+    check_size,
+)
 from .data import NGramTask, log_uniform, sample_urn
 from .estimators import cross_entropy, kgram_estimator
 from .landscape import next_token_loss
@@ -153,6 +161,13 @@ def make_eval_fn(
     """
     eps = check_float("eps", eps, minimum=0.0, open_lower=True)
     chunk = check_int("chunk", chunk, minimum=1)
+    tokens = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
+    check_instance("target", target, torch.Tensor)
+    check_prob_vector("target", target, atol=1e-4)
+    if target.ndim != 2 or target.shape[0] != tokens.shape[0]:
+        raise ValueError(
+            f"target must have shape ({tokens.shape[0]}, S); got {tuple(target.shape)}"
+        )
     N = tokens.shape[0]
 
     def eval_fn(model, step):
@@ -183,7 +198,7 @@ def kgram_levels(
     """
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     levels = {"uniform": log_uniform(S)}
-    y = target.to(torch.float64)
+    y = check_prob_vector("target", target, atol=1e-4)
     for k in ks:
         pred = kgram_estimator(tokens, S, int(k), smoothing=smoothing)
         levels[f"{int(k)}-gram"] = float(cross_entropy(pred, y).mean())
