@@ -28,6 +28,7 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_float,
+    check_instance,
     check_int,
     check_probability,
     check_seed,
@@ -90,7 +91,7 @@ def collapse_exponent(p: Any) -> Any:
     float or numpy.ndarray
         ``q``.
     """
-    arr = np.asarray(p, dtype=float)
+    arr = as_tensor("p", p, finite=False).numpy()
     if np.any(~np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr >= 1):
         raise ValueError(f"p must lie in (0, 1); got {p!r}")
     q = (1 - 2 * arr) / (1 - arr)
@@ -212,6 +213,14 @@ def self_reinforcing_tokens(P: Any) -> list[int]:
     return [int(w) for w in range(P.shape[0]) if bool(P[w, w] > off[w].max())]
 
 
+def _check_weights(name: str, m: Any, K: int) -> torch.Tensor:
+    """``K`` non-negative token weights, not all zero (normalised by the callers)."""
+    m = as_tensor(name, m, dtype=torch.float64, ndim=1)
+    if m.shape[0] != K or bool((m < 0).any()) or float(m.sum()) <= 0:
+        raise ValueError(f"{name} must be {K} non-negative weights, not all zero")
+    return m
+
+
 def stationary_of_reweighted(P: Any, m: Any) -> torch.Tensor:
     """Stationary law :math:`\\mu(m)` of the re-weighted chain :math:`P^m` (eq. (1)) on ``supp(m)``.
 
@@ -229,9 +238,7 @@ def stationary_of_reweighted(P: Any, m: Any) -> torch.Tensor:
         :math:`P^m` is irreducible there; otherwise the one from the eigenvector solver).
     """
     P = check_transition(P)
-    m = as_tensor("m", m, dtype=torch.float64, ndim=1)
-    if m.shape[0] != P.shape[0] or bool((m < 0).any()) or float(m.sum()) <= 0:
-        raise ValueError(f"m must be {P.shape[0]} non-negative weights, not all zero")
+    m = _check_weights("m", m, P.shape[0])
     S = (m > 0).nonzero().flatten()
     Pm = P[S][:, S] * m[S][None, :]
     if bool((Pm.sum(-1) <= 0).any()):
@@ -271,7 +278,7 @@ def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torc
     """
     steps = check_size("steps", steps, minimum=1)
     dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
-    m = as_tensor("m0", m0, dtype=torch.float64, ndim=1).clone()
+    m = _check_weights("m0", m0, check_transition(P).shape[0]).clone()
     m = m / m.sum()
     for _ in range(steps):
         m = m + dt * (stationary_of_reweighted(P, m) - m)
@@ -317,9 +324,7 @@ def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Te
         weights = torch.zeros(K, dtype=torch.float64)
         weights[w] = 1.0
     else:
-        weights = as_tensor("m", m, dtype=torch.float64, ndim=1)
-        if weights.shape[0] != K or bool((weights < 0).any()) or float(weights.sum()) <= 0:
-            raise ValueError(f"m must be {K} non-negative weights, not all zero")
+        weights = _check_weights("m", m, K)
     weights = weights / weights.sum()
     if losers is None:
         losers = (weights == 0).nonzero().flatten().tolist()
@@ -435,6 +440,7 @@ def plot_frequency_curves(
     logx : bool
         Logarithmic time axis.
     """
+    check_instance("ax", ax, Axes)
     from ..core.plotting import PALETTE
 
     F = as_tensor("freqs", freqs, dtype=torch.float64, ndim=2).numpy()
@@ -468,6 +474,7 @@ def plot_snapshots(
     K : int, optional
         Vocabulary size (default ``max(tokens) + 1``).
     """
+    check_instance("ax", ax, Axes)
     from matplotlib.colors import ListedColormap
 
     from ..core.plotting import PALETTE

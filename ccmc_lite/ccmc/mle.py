@@ -42,7 +42,14 @@ import torch
 from torch import nn
 
 from ..core.training import TrainConfig, TrainResult, train_runs
-from ..core.validation import as_tensor, check_fit, check_float, check_seed, check_size
+from ..core.validation import (
+    as_tensor,
+    check_fit,
+    check_float,
+    check_instance,
+    check_seed,
+    check_size,
+)
 from .attention import (
     check_embeddings,
     subspace_basis,
@@ -348,6 +355,7 @@ def asymptotic_error(W: Any, E: Any, population: PromptData) -> float:
         :math:`\\operatorname{tr}(H_S^{-1})`; raises ``ValueError`` when :math:`H_S` is
         singular (some co-occurrence graph disconnected: no finite constant).
     """
+    check_instance("population", population, PromptData)
     H = hessian_on_subspace(W, E, population)
     eig = torch.linalg.eigvalsh(H)
     if float(eig.min()) <= 1e-12 * float(eig.max()):

@@ -310,6 +310,14 @@ def as_tensor(
         ) from None
     if tensor.dtype == torch.bool:
         raise TypeError(f"{name} must hold numbers, not booleans; got {_show(tensor)}")
+    if (
+        tensor.dtype == torch.float32
+        and dtype is not None
+        and dtype.is_floating_point
+        and not isinstance(value, (torch.Tensor, np.ndarray))
+    ):
+        # Python floats: convert at the requested precision (torch's default is float32)
+        tensor = torch.as_tensor(value, dtype=dtype, device=device)
     if dtype is not None:
         if tensor.is_floating_point() and not dtype.is_floating_point and tensor.numel():
             raise TypeError(f"{name} must hold integers; got {_show(tensor)}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from matplotlib.axes import Axes
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
@@ -371,6 +372,7 @@ def plot_pq_grid(
     ``p + q = 1`` is dashed; cells where ``mask`` is true are greyed out and marked "–".
     The grid must be evenly spaced.
     """
+    check_instance("ax", ax, Axes)
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -219,6 +219,8 @@ def plot_attention_maps(
     """
     from ..core.plotting import heatmap
 
+    if not isinstance(axes, Sequence | np.ndarray) or isinstance(axes, str):
+        raise TypeError(f"axes must be a sequence of matplotlib Axes; got {type(axes).__name__}")
     att = as_tensor("att", att, dtype=torch.float64, ndim=3)
     H, T = att.shape[0], att.shape[-1]
     if len(axes) != H:
@@ -255,6 +257,10 @@ def checkpoint_gradient_norms(
     from .landscape import gradient_norm
 
     every = check_size("every", every, minimum=1)
+    if not isinstance(getattr(result, "checkpoints", None), dict):
+        raise TypeError(
+            f"result must be a TrainResult with checkpoints; got {type(result).__name__}"
+        )
     steps = sorted(result.checkpoints)[::every]
     if not steps:
         raise ValueError("the training result has no checkpoints")
