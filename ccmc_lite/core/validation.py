@@ -207,6 +207,11 @@ def check_fit(
     if hist.shape[-1] == 0:
         raise ValueError("loss_history must not be empty")
     params = as_tensor("params", params, finite=False)
+    if tuple(params.shape[: hist.ndim - 1]) != tuple(hist.shape[:-1]):
+        raise ValueError(
+            f"params must have the run axes {tuple(hist.shape[:-1])} of loss_history; "
+            f"got shape {tuple(params.shape)}"
+        )
     index = torch.arange(hist.shape[-1])
     taken = ~torch.isnan(hist) | (index == 0) | (index == hist.shape[-1] - 1)
     bad = taken & ~torch.isfinite(hist)

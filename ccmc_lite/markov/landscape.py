@@ -447,7 +447,9 @@ def _ones_complement(K: int) -> torch.Tensor:
     """Orthonormal basis of the subspace orthogonal to ``1`` in ``R^K``: shape ``(K, K-1)``."""
     ones = torch.ones(K, 1, dtype=torch.float64) / math.sqrt(K)
     Q, _ = torch.linalg.qr(torch.cat([ones, torch.eye(K, dtype=torch.float64)], 1))
-    return Q[:, 1:K].contiguous()
+    # a copy, not .contiguous(): for K = 2 the (2, 1) slice counts as contiguous but keeps
+    # the stride of Q, which torch.kron cannot view (gauge_restrict failed for K = 2)
+    return torch.empty(K, K - 1, dtype=torch.float64).copy_(Q[:, 1:K])
 
 
 def gauge_restrict(H: Any, K: int, d: int) -> torch.Tensor:
@@ -521,6 +523,8 @@ def loss_plane(
     """
     model = copy.deepcopy(_check_model(model)).to(torch.float64)
     P = _kernel_for(model, P).to(torch.float64)
+    if not isinstance(directions, (list, tuple)):
+        raise TypeError(f"directions must be a list of two dicts; got {type(directions).__name__}")
     if len(directions) != 2:
         raise ValueError(f"directions must hold two dicts; got {len(directions)}")
     params = {n: p.detach() for n, p in model.named_parameters()}

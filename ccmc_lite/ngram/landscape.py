@@ -59,11 +59,13 @@ __all__ = [
 ]
 
 
-def _check_batch(model: Any, tokens: Any, target: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_batch(
+    model: Any, tokens: Any, target: Any, name: str = "target"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Entry checks shared by the gradient functions: a module, its tokens, a target law."""
     check_instance("model", model, nn.Module)
     tokens = check_model_tokens("tokens", tokens, model)
-    _check_law("target", target, rows=tokens.shape[0])
+    _check_law(name, target, rows=tokens.shape[0])
     return tokens, target
 
 
@@ -351,7 +353,8 @@ def theorem42_trend(
     c: np.ndarray | float, T: np.ndarray | float, stat: np.ndarray | float, a: float, b: float
 ) -> np.ndarray:
     """``a √c · stat + b · T √c e^{-c}``: the two terms of Thm. 4.2 with constants ``a, b``."""
-    c, T, stat = (_check_positive(n, v) for n, v in (("c", c), ("T", T), ("stat", stat)))
+    c, T = (_check_positive(n, v, zero=False) for n, v in (("c", c), ("T", T)))
+    stat = _check_positive("stat", stat)
     a = check_float("a", a)
     b = check_float("b", b)
     return a * np.sqrt(c) * stat + b * T * np.sqrt(c) * np.exp(-c)
@@ -393,7 +396,7 @@ def exact_population_gradient(
     model: nn.Module, tokens: torch.Tensor, prob: torch.Tensor, nxt: torch.Tensor
 ) -> torch.Tensor:
     """``∇ Σ_x p(x) CE(p(·|x), p_θ(x))`` for an enumerated law (:func:`sequence_law`); ``(P,)``."""
-    tokens, nxt = _check_batch(model, tokens, nxt)
+    tokens, nxt = _check_batch(model, tokens, nxt, "nxt")
     check_prob_vector("prob", prob)
     if tuple(prob.shape) != (tokens.shape[0],):
         raise ValueError(f"prob must have shape ({tokens.shape[0]},); got {tuple(prob.shape)}")

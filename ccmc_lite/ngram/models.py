@@ -40,6 +40,7 @@ from ..core.validation import (
     check_model_tokens,
     check_size,
     check_tokens,
+    is_traced,
 )
 
 __all__ = [
@@ -61,6 +62,8 @@ def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     check_instance("scores", scores, torch.Tensor)
     if scores.ndim < 2 or scores.shape[-1] != scores.shape[-2]:
         raise ValueError(f"scores must have shape (..., T, T); got {tuple(scores.shape)}")
+    if not is_traced(scores) and bool((torch.isnan(scores) | (scores == float("inf"))).any()):
+        raise ValueError("scores must not contain NaN or +inf (-inf masks a key)")
     T = scores.shape[-1]
     mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
