@@ -102,3 +102,83 @@ def test_token_check_accepts_only_tokens_in_range(tokens, K) -> None:
         assert "x" in str(err)
     else:
         assert bool((out >= 0).all()) and bool((out < K).all())
+
+
+# --- the cases reported in issue 11, each now a clear error --------------------------------
+
+
+def test_issue11_kgram_history_codes_cannot_overflow() -> None:
+    from ccmc_lite import ngram
+
+    periodic = torch.tensor([[0, 1, 2] * 30])
+    assert ngram.kgram_estimator(periodic, 3, 40)[0, 0] == 1.0  # 3^39 codes fit in int64
+    with pytest.raises(ValueError, match="history"):
+        ngram.kgram_estimator(periodic, 3, 41)  # was: the uniform law, silently
+
+
+@pytest.mark.parametrize("bad", [5, -1, 0.7])
+def test_issue11_markov_model_rejects_out_of_range_tokens(bad) -> None:
+    from ccmc_lite import markov
+
+    model = markov.MarkovTransformer(K=2, d=4, N=8)
+    x = torch.tensor([[0, 1, bad, 0]]) if isinstance(bad, int) else torch.tensor([[0, 1, bad]])
+    with pytest.raises((ValueError, TypeError), match="x"):
+        model(x)
+    with pytest.raises((ValueError, TypeError), match="x"):
+        markov.attention_ratio(model, x)
+
+
+def test_issue11_part3_models_check_length_and_rank() -> None:
+    from ccmc_lite import ngram
+
+    model = ngram.SimplifiedTransformer(3, 8, 2)
+    with pytest.raises(ValueError, match="T=8"):
+        model(torch.zeros(2, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match="tokens"):
+        model(torch.zeros(8, dtype=torch.long))
+
+
+def test_issue11_laws_and_shapes() -> None:
+    import numpy as np
+
+    from ccmc_lite import core, markov, ngram
+
+    with pytest.raises(ValueError, match="pred"):
+        ngram.cross_entropy(torch.tensor([[0.9, 0.9]]), torch.tensor([[0.5, 0.5]]))
+    P = markov.binary_kernel(0.3, 0.4)
+    with pytest.raises(ValueError, match="loss"):
+        markov.unigram_gap(torch.tensor([0.6, 0.5, 0.4]), P[None])
+    with pytest.raises(ValueError, match="empty"):
+        ngram.fit_theorem42(np.array([]), np.array([]), np.array([]), np.array([]))
+    with pytest.raises(ValueError, match="atol"):
+        core.check_stochastic_matrix("P", torch.ones(2, 2), atol=float("nan"))
+
+
+def test_issue11_huge_requests_fail_at_once() -> None:
+    import time
+
+    from ccmc_lite import TrainConfig, ccmc, core, markov, plotting, train_runs
+
+    P = markov.binary_kernel(0.3, 0.4)
+    calls = [
+        lambda: markov.enumerate_chains(P, 10**12),
+        lambda: train_runs(
+            lambda: torch.nn.Linear(1, 1),
+            lambda m, b: m(b).sum(),
+            lambda s, r, g: torch.zeros(len(r), 1),
+            n_runs=10**9,
+            config=TrainConfig(steps=1),
+            seed=0,
+        ),
+        lambda: ccmc.fixed_point(markov.random_kernel(3, 0), [1.0, 1.0, 1.0], steps=10**12),
+        lambda: markov.symbolic_unigram_hessian(1000),
+        lambda: plotting.fig_axes(10**6),
+    ]
+    for call in calls:
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match="limit"):
+            call()
+        assert time.perf_counter() - start < 1.0
+    # the documented override
+    assert core.check_size("n", 10**9, allow_large=True) == 10**9
+    assert core.check_power("K**N", 2, 10) == 1024

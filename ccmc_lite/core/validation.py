@@ -164,9 +164,10 @@ def check_elements(
 def check_power(name: str, base: int, exponent: int, *, limit: int | None = None) -> int:
     """Return ``base ** exponent`` after checking it is at most ``limit`` (without computing
     a huge power first: ``enumerate_chains(P, 10**12)`` must fail at once)."""
+    source = "DEFAULT_LIMITS" if limit is None else "limit"
     limit = DEFAULT_LIMITS["elements"] if limit is None else limit
     if base > 1 and exponent * math.log(base) > math.log(limit) + 1e-9:
-        raise ValueError(f"{name} = {base}**{exponent} exceeds the limit {limit} (DEFAULT_LIMITS)")
+        raise ValueError(f"{name} = {base}**{exponent} exceeds the {source} {limit}")
     count = base**exponent
     if count > limit:
         raise ValueError(f"{name} = {base}**{exponent} = {count} exceeds the limit {limit}")

@@ -661,9 +661,10 @@ def symbolic_unigram_hessian(K: int, d: int = 2, N: int = 2, *, tied: bool = Tru
     import sympy as sp
     from sympy.physics.quantum import TensorProduct
 
-    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
-    d = check_size("d", d, minimum=1)
-    N = check_size("N", N, minimum=1)
+    # SymPy's cost grows steeply: the book derives K = 2, 3 with d = N = 2
+    K = check_size("K", K, minimum=2, limit=6)
+    d = check_size("d", d, minimum=1, limit=4)
+    N = check_size("N", N, minimum=1, limit=8)
     P = sp.Matrix(K, K, lambda i, j: sp.Symbol(f"P{i}{j}"))
     P = P.subs({P[i, K - 1]: 1 - sum(P[i, j] for j in range(K - 1)) for i in range(K)})
     free_pi = [sp.Symbol(f"pi{i}", positive=True) for i in range(K - 1)]

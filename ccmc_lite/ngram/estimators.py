@@ -36,6 +36,7 @@ from ..core.validation import (
     check_choice,
     check_float,
     check_int,
+    check_power,
     check_prob_vector,
     check_size,
     check_tokens,
@@ -115,6 +116,9 @@ def subset_counts(
     """
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     offs = _check_offsets(offsets)
+    # histories are coded as integers in base S: S^|offsets| must fit in int64
+    n_hist = len(offs)
+    check_power(f"k / offsets: {n_hist} history tokens, S^{n_hist} codes", S, n_hist, limit=2**62)
     positions = check_choice("positions", positions, ("last", "all"))
     x = check_tokens("tokens", tokens, S)
     if x.ndim < 1:
