@@ -48,8 +48,10 @@ _ArrayLike = Any  # numpy array, torch tensor or nested sequence of numbers
 #: Documented ceilings on what one call may ask for. ``size``: any single length, count or
 #: number of steps; ``elements``: the entries of the largest array a call allocates (or the
 #: number of sequences it enumerates); ``vocab``: the number of states / tokens ``K`` or
-#: ``S``. A request above a ceiling raises ``ValueError`` *before* anything is allocated;
-#: pass ``allow_large=True`` (where a function offers it) if you mean it.
+#: ``S``. A request above a ceiling raises ``ValueError`` *before* anything is allocated.
+#: To go beyond one on purpose, raise it for the session (the checks read this dict at call
+#: time), e.g. ``DEFAULT_LIMITS["size"] = 10**9``, or pass ``allow_large=True`` to
+#: :func:`check_size` / :func:`check_elements` in code of your own.
 DEFAULT_LIMITS: dict[str, int] = {
     "size": 10**8,
     "elements": 10**9,
