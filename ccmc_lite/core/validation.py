@@ -137,13 +137,17 @@ def check_size(
     people who mean it). Booleans are rejected like in :func:`check_int`.
     """
     value = check_int(name, value, minimum=minimum)
+    hint = _limit_hint("size", limit)
     limit = DEFAULT_LIMITS["size"] if limit is None else check_int("limit", limit, minimum=0)
     if not allow_large and value > limit:
-        raise ValueError(
-            f"{name}={value} exceeds the limit {limit} (DEFAULT_LIMITS); "
-            "pass allow_large=True if you mean it"
-        )
+        raise ValueError(f"{name}={value} exceeds the limit {limit}{hint}")
     return value
+
+
+def _limit_hint(key: str, limit: int | None) -> str:
+    if limit is None:
+        return f"; raise ccmc_lite.core.DEFAULT_LIMITS[{key!r}] if you mean it"
+    return " of this function (see its docstring)"
 
 
 def check_elements(
@@ -154,12 +158,10 @@ def check_elements(
     ``name`` describes the product, e.g. ``"n * T"``. ``limit`` defaults to
     ``DEFAULT_LIMITS["elements"]``.
     """
+    hint = _limit_hint("elements", limit)
     limit = DEFAULT_LIMITS["elements"] if limit is None else limit
     if not allow_large and count > limit:
-        raise ValueError(
-            f"{name} = {count} entries exceeds the limit {limit} (DEFAULT_LIMITS); "
-            "pass allow_large=True if you mean it"
-        )
+        raise ValueError(f"{name} = {count} entries exceeds the limit {limit}{hint}")
     return count
 
 
