@@ -30,6 +30,7 @@ from ..core.validation import (
     as_tensor,
     check_choice,
     check_int,
+    check_power,
     check_prob_vector,
     check_probability,
     check_size,
@@ -273,8 +274,7 @@ def enumerate_chains(
     N = check_size("N", N, minimum=1)
     max_sequences = check_int("max_sequences", max_sequences, minimum=1)
     K = P.shape[0]
-    if K**N > max_sequences:
-        raise ValueError(f"K**N = {K}**{N} exceeds max_sequences={max_sequences}")
+    check_power("K**N sequences (max_sequences)", K, N, limit=max_sequences)
     x = torch.tensor(list(itertools.product(range(K), repeat=N)), dtype=torch.long)
     pi = stationary_distribution(P)
     prob = pi[x[:, 0]] * P[x[:, :-1], x[:, 1:]].prod(-1)
