@@ -178,6 +178,7 @@ def test_zero_position_probs_reading_order():
     x = torch.tensor([[[0, 1, 0], [1, 0, 0]]])  # (R=1, S=2, N=3)
     probs = torch.zeros(1, 2, 3, 2)
     probs[..., 1] = torch.tensor([[[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]])
+    probs[..., 0] = 1 - probs[..., 1]  # a distribution over K = 2 tokens
     out = zero_position_probs(x, probs, count=4)
     assert torch.allclose(out, torch.tensor([[0.1, 0.3, 0.5, 0.6]], dtype=torch.float64))
     with pytest.raises(ValueError, match="count"):

@@ -26,7 +26,14 @@ from typing import Any
 import torch
 
 from ..core.seeding import torch_generator
-from ..core.validation import as_tensor, check_choice, check_int, check_seed, check_tokens
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_choice,
+    check_seed,
+    check_size,
+    check_tokens,
+)
 from .chain import VARIANTS, check_transition
 
 __all__ = [
@@ -133,8 +140,8 @@ def random_embeddings(K: int, d: int, *, seed: int) -> torch.Tensor:
     Tensor
         ``(K, d)`` float64, scaled by ``1/sqrt(d)``; checked by :func:`check_embeddings`.
     """
-    K = check_int("K", K, minimum=2)
-    d = check_int("d", d, minimum=1)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    d = check_size("d", d, minimum=1)
     g = torch_generator(check_seed(seed))
     E = torch.randn(K, d, generator=g, dtype=torch.float64) / d**0.5
     return check_embeddings(E)
@@ -514,9 +521,9 @@ def positional_embeddings(K: int, L: int, d: int, *, seed: int) -> tuple[torch.T
     tuple of Tensor
         ``E`` ``(K, d)``, ``U`` ``(L, d)``, ``C`` ``(K, d)``.
     """
-    K = check_int("K", K, minimum=2)
-    L = check_int("L", L, minimum=1)
-    d = check_int("d", d, minimum=1)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    L = check_size("L", L, minimum=1)
+    d = check_size("d", d, minimum=1)
     if d < K + L:
         raise ValueError(
             f"d must be >= K + L = {K + L} so that C E^T = I and C U^T = 0 can hold; got {d}"

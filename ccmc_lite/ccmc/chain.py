@@ -35,11 +35,13 @@ import torch
 
 from ..core.seeding import derive_seed, numpy_rng, torch_generator
 from ..core.validation import (
+    DEFAULT_LIMITS,
     as_tensor,
     check_choice,
     check_int,
     check_prob_vector,
     check_seed,
+    check_size,
     check_stochastic_matrix,
     check_tokens,
 )
@@ -175,7 +177,7 @@ def prompt_statistics(
     single : bool
         ``True`` when a single 1-D prompt was given.
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = _check_variant(variant)
     min_len = 2 if variant == "cross" else 1
     ragged = isinstance(prompts, (list, tuple)) and any(
@@ -232,7 +234,7 @@ def token_counts(X: Any, K: int) -> torch.Tensor:
     Tensor
         ``(..., K)`` float64 counts.
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     X = check_prompt_tokens("X", X, K)
     if X.ndim == 0:
         raise ValueError("X must have at least one dimension (a sequence of tokens)")
@@ -497,7 +499,7 @@ def sample_next(
         ``(n_samples,)`` long for one prompt, ``(B, n_samples)`` for many.
     """
     seed = check_seed(seed)
-    n_samples = check_int("n_samples", n_samples, minimum=1)
+    n_samples = check_size("n_samples", n_samples, minimum=1)
     P = check_transition(P)
     counts, query, single = prompt_statistics(X, P.shape[0], variant=variant, name="X")
     pi = ccmc_distribution_from_counts(P, counts, query)  # (B, K)
@@ -593,7 +595,7 @@ def sample_trajectories(
         the transition is undefined (every key token ``j`` has ``P[x_L, j] = 0``).
     """
     seed = check_seed(seed)
-    length = check_int("length", length, minimum=1)
+    length = check_size("length", length, minimum=1)
     chunk = check_int("chunk", chunk, minimum=1)
     variant = _check_variant(variant)
     P = check_transition(P, batched=True)
@@ -605,7 +607,7 @@ def sample_trajectories(
     if prompt.ndim == 2:
         sizes.add(int(prompt.shape[0]))
     if n_traj is not None:
-        sizes.add(check_int("n_traj", n_traj, minimum=1))
+        sizes.add(check_size("n_traj", n_traj, minimum=1))
     if len(sizes) > 1:
         raise ValueError(
             f"P, prompt and n_traj disagree on the number of trajectories: {sorted(sizes)}"
@@ -794,10 +796,10 @@ def random_prompts(
     -------
     list of list of int
     """
-    K = check_int("K", K, minimum=2)
-    n = check_int("n", n, minimum=1)
-    lo = check_int("min_length", min_length, minimum=1)
-    hi = check_int("max_length", max_length, minimum=lo)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    n = check_size("n", n, minimum=1)
+    lo = check_size("min_length", min_length, minimum=1)
+    hi = check_size("max_length", max_length, minimum=lo)
     rng = numpy_rng(seed)
     lengths = rng.integers(lo, hi + 1, size=n)
     return [rng.integers(0, K, size=int(L)).tolist() for L in lengths]
@@ -923,13 +925,13 @@ def sample_prompt_data(
     """
     if not isinstance(population, PromptData):
         raise TypeError(f"population must be a PromptData; got {type(population).__name__}")
-    n = check_int("n", n, minimum=1)
+    n = check_size("n", n, minimum=1)
     seed = check_seed(seed)
     if population.weights.ndim != 1:
         raise ValueError("population must have unbatched weights (N,)")
     p = population.weights.numpy()
     p = p / p.sum()
-    size = None if n_runs is None else check_int("n_runs", n_runs, minimum=1)
+    size = None if n_runs is None else check_size("n_runs", n_runs, minimum=1)
     counts = numpy_rng(derive_seed(seed, 0)).multinomial(n, p, size=size)
     return population.with_weights(torch.as_tensor(counts, dtype=torch.float64))
 
@@ -957,11 +959,11 @@ def trajectory_data(
     PromptData
         ``N = T - prompt_length`` rows (with run axis ``R`` if given), unit weights.
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = _check_variant(variant)
     X = check_prompt_tokens("tokens", tokens, K, ndim=(1, 2))
     T = X.shape[-1]
-    L0 = check_int("prompt_length", prompt_length, minimum=2 if variant == "cross" else 1)
+    L0 = check_size("prompt_length", prompt_length, minimum=2 if variant == "cross" else 1)
     if L0 >= T:
         raise ValueError(f"prompt_length must be < the sequence length {T}; got {L0}")
     onehot = torch.nn.functional.one_hot(X, K).double()  # (..., T, K)

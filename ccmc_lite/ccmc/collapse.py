@@ -24,7 +24,16 @@ import torch
 from matplotlib.axes import Axes
 
 from ..core.seeding import torch_generator
-from ..core.validation import as_tensor, check_float, check_int, check_probability, check_seed
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_float,
+    check_instance,
+    check_int,
+    check_probability,
+    check_seed,
+    check_size,
+)
 from .chain import check_transition
 
 __all__ = [
@@ -92,7 +101,7 @@ def collapse_exponent(p: Any) -> Any:
     float or numpy.ndarray
         ``q`` in ``[0, 1)``.
     """
-    arr = np.asarray(p, dtype=float)
+    arr = as_tensor("p", p, finite=False).numpy()
     if np.any(~np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr > 0.5):
         raise ValueError(
             f"p must lie in (0, 1/2] (the weak token's probability, Lemma 5.3); got p={p!r}"
@@ -239,7 +248,7 @@ def random_chain(K: int, *, seed: int, scale: float = 1.0) -> torch.Tensor:
     Tensor
         ``(K, K)`` row-stochastic.
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     scale = check_float("scale", scale, minimum=0.0)
     W = scale * torch.randn(K, K, generator=torch_generator(check_seed(seed)), dtype=torch.float64)
     return torch.softmax(W.T, dim=-1)
@@ -288,7 +297,7 @@ def running_frequencies(tokens: Any, K: int) -> torch.Tensor:
     """
     from ..core.validation import check_tokens
 
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     X = check_tokens("tokens", tokens, K, ndim=(1, 2))
     cum = torch.nn.functional.one_hot(X, K).double().cumsum(-2)
     return cum / torch.arange(1, X.shape[-1] + 1, dtype=torch.float64)[:, None]
@@ -314,6 +323,14 @@ def self_reinforcing_tokens(P: Any) -> list[int]:
     return [int(w) for w in range(P.shape[0]) if bool(P[w, w] > off[w].max())]
 
 
+def _check_weights(name: str, m: Any, K: int) -> torch.Tensor:
+    """``K`` non-negative token weights, not all zero (normalised by the callers)."""
+    m = as_tensor(name, m, dtype=torch.float64, ndim=1)
+    if m.shape[0] != K or bool((m < 0).any()) or float(m.sum()) <= 0:
+        raise ValueError(f"{name} must be {K} non-negative weights, not all zero")
+    return m
+
+
 def stationary_of_reweighted(P: Any, m: Any) -> torch.Tensor:
     """Stationary law :math:`\\mu(m)` of the re-weighted chain :math:`P^m` (eq. (1)) on ``supp(m)``.
 
@@ -331,9 +348,7 @@ def stationary_of_reweighted(P: Any, m: Any) -> torch.Tensor:
         :math:`P^m` is irreducible there; otherwise the one from the eigenvector solver).
     """
     P = check_transition(P)
-    m = as_tensor("m", m, dtype=torch.float64, ndim=1)
-    if m.shape[0] != P.shape[0] or bool((m < 0).any()) or float(m.sum()) <= 0:
-        raise ValueError(f"m must be {P.shape[0]} non-negative weights, not all zero")
+    m = _check_weights("m", m, P.shape[0])
     S = (m > 0).nonzero().flatten()
     Pm = P[S][:, S] * m[S][None, :]
     if bool((Pm.sum(-1) <= 0).any()):
@@ -371,9 +386,9 @@ def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torc
     Tensor
         ``(K,)``.
     """
-    steps = check_int("steps", steps, minimum=1)
+    steps = check_size("steps", steps, minimum=1)
     dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
-    m = as_tensor("m0", m0, dtype=torch.float64, ndim=1).clone()
+    m = _check_weights("m0", m0, check_transition(P).shape[0]).clone()
     m = m / m.sum()
     for _ in range(steps):
         m = m + dt * (stationary_of_reweighted(P, m) - m)
@@ -658,9 +673,7 @@ def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Te
         weights = torch.zeros(K, dtype=torch.float64)
         weights[w] = 1.0
     else:
-        weights = as_tensor("m", m, dtype=torch.float64, ndim=1)
-        if weights.shape[0] != K or bool((weights < 0).any()) or float(weights.sum()) <= 0:
-            raise ValueError(f"m must be {K} non-negative weights, not all zero")
+        weights = _check_weights("m", m, K)
     weights = weights / weights.sum()
     if losers is None:
         losers = (weights == 0).nonzero().flatten().tolist()
@@ -776,6 +789,7 @@ def plot_frequency_curves(
     logx : bool
         Logarithmic time axis.
     """
+    check_instance("ax", ax, Axes)
     from ..core.plotting import PALETTE
 
     F = as_tensor("freqs", freqs, dtype=torch.float64, ndim=2).numpy()
@@ -809,14 +823,19 @@ def plot_snapshots(
     K : int, optional
         Vocabulary size (default ``max(tokens) + 1``).
     """
+    check_instance("ax", ax, Axes)
     from matplotlib.colors import ListedColormap
 
     from ..core.plotting import PALETTE
 
     X = as_tensor("tokens", tokens, dtype=torch.long, ndim=1).numpy()
-    window = check_int("window", window, minimum=1)
+    window = check_size("window", window, minimum=1)
     starts = [check_int("starts entry", int(s), minimum=0, maximum=len(X) - window) for s in starts]
-    K = int(X.max()) + 1 if K is None else check_int("K", K, minimum=2)
+    K = (
+        int(X.max()) + 1
+        if K is None
+        else check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    )
     grid = np.stack([X[s : s + window] for s in starts])
     ax.imshow(grid, cmap=ListedColormap(PALETTE[:K]), vmin=-0.5, vmax=K - 0.5, aspect="auto")
     for r in range(grid.shape[0]):

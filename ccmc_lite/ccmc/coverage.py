@@ -25,7 +25,14 @@ import torch
 from matplotlib.axes import Axes
 from scipy.sparse.csgraph import connected_components
 
-from ..core.validation import as_tensor, check_choice, check_int
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_choice,
+    check_instance,
+    check_int,
+    check_size,
+)
 from .chain import VARIANTS, check_transition, prompt_statistics
 
 __all__ = [
@@ -59,7 +66,7 @@ def cooccurrence_graphs(prompts: Any, K: int, *, variant: str = "self") -> torch
         among the keys of some prompt of :math:`\\Omega_k` (the set :math:`\\mathcal C_k`
         of Cor. 3.5).
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = check_choice("variant", variant, VARIANTS)
     counts, query, _ = prompt_statistics(prompts, K, variant=variant)
     present = (counts > 0).double()  # (n, K)
@@ -198,11 +205,14 @@ def restricted_distribution(P: Any, k: int, subset: Any) -> torch.Tensor:
     Tensor
         ``(..., |C|)`` probabilities in the order of ``sorted(subset)``.
     """
-    P = as_tensor("P", P, dtype=torch.float64)
+    P = check_transition(P, batched=True)
     if P.ndim < 2 or P.shape[-1] != P.shape[-2]:
         raise ValueError(f"P must have shape (..., K, K); got {tuple(P.shape)}")
     K = P.shape[-1]
     k = check_int("k", k, minimum=0, maximum=K - 1)
+    if isinstance(subset, (set, frozenset)):
+        subset = sorted(subset)
+    subset = as_tensor("subset", subset, dtype=torch.long, ndim=1).tolist()
     idx = sorted({check_int("subset entry", int(j), minimum=0, maximum=K - 1) for j in subset})
     if not idx:
         raise ValueError("subset must not be empty")
@@ -236,6 +246,7 @@ def draw_cooccurrence_graph(
     title : str, optional
         Axes title (default: ``G^(k)`` with the variant and whether it is connected).
     """
+    check_instance("ax", ax, Axes)
     from ..core.plotting import PALETTE
 
     if not isinstance(report, CoverageReport):

@@ -42,7 +42,14 @@ import torch
 from torch import nn
 
 from ..core.training import TrainConfig, TrainResult, train_runs
-from ..core.validation import as_tensor, check_float, check_int, check_seed
+from ..core.validation import (
+    as_tensor,
+    check_fit,
+    check_float,
+    check_instance,
+    check_seed,
+    check_size,
+)
 from .attention import (
     check_embeddings,
     subspace_basis,
@@ -349,6 +356,7 @@ def asymptotic_error(W: Any, E: Any, population: PromptData) -> float:
         :math:`\\operatorname{tr}(H_S^{-1})`; raises ``ValueError`` when :math:`H_S` is
         singular (some co-occurrence graph disconnected: no finite constant).
     """
+    check_instance("population", population, PromptData)
     H = hessian_on_subspace(W, E, population)
     eig = torch.linalg.eigvalsh(H)
     if float(eig.min()) <= 1e-12 * float(eig.max()):
@@ -542,7 +550,7 @@ def fit_gd(
     """
     data = _check_data(data)
     E = check_embeddings(E)
-    steps = check_int("steps", steps, minimum=1)
+    steps = check_size("steps", steps)
     tol = check_float("tol", tol, minimum=0.0)
     lr = gd_step_size(data, E) if lr is None else check_float("lr", lr, minimum=0, open_lower=True)
     d = E.shape[1]
@@ -570,6 +578,7 @@ def fit_gd(
     loss, A, _ = _derivatives(_logits(W, E), data, hessian=False)
     gnorm = _grad_norm_w(A, E)
     exists = mle_exists(data)
+    check_fit("fit_gd", torch.cat([loss_hist, loss[..., None]], -1), W)
     return FitResult(
         W=W,
         P=transition_from_weights(W, E),
@@ -624,7 +633,7 @@ def fit_newton(
     if E.shape[0] != data.K:
         raise ValueError(f"E must have K={data.K} rows to match the data; got {E.shape[0]}")
     tol = check_float("tol", tol, minimum=0.0, open_lower=True)
-    max_iter = check_int("max_iter", max_iter, minimum=1)
+    max_iter = check_size("max_iter", max_iter)
     armijo = check_float("armijo", armijo, minimum=0.0, maximum=0.5, open_lower=True)
     K = data.K
     batch = data.batch_shape
@@ -667,6 +676,7 @@ def fit_newton(
     gnorm = _grad_norm_w(A, E)
     exists = mle_exists(data)
     W = weights_from_logits(Theta, E)
+    check_fit("fit_newton", torch.cat([loss_hist, loss[..., None]], -1), W)
     return FitResult(
         W=W,
         P=transition_from_weights(W, E),

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .validation import check_bool
+
 __all__ = ["BOOK_BUILD_ENV", "glue", "in_book_build"]
 
 #: Set to ``1`` while the book is built (by the book's Sphinx extension and the tests).
@@ -63,6 +65,7 @@ def glue(name: str, value: Any, display: bool = True) -> None:
         raise TypeError(f"name must be a string; got {type(name).__name__}")
     if not name or any(c.isspace() for c in name):
         raise ValueError(f"name must be a non-empty string without spaces; got {name!r}")
+    check_bool("display", display)
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 

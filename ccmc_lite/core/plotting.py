@@ -18,7 +18,7 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .validation import as_tensor, check_int
+from .validation import as_tensor, check_float, check_instance, check_size
 
 __all__ = [
     "PALETTE",
@@ -78,8 +78,10 @@ def fig_axes(
     ncols: int = 1, nrows: int = 1, *, width: float = 3.4, height: float = 3.0, **kwargs: Any
 ) -> tuple[Figure, np.ndarray]:
     """A figure with a grid of axes, sized per panel; returns ``(fig, axes.flatten())``."""
-    ncols = check_int("ncols", ncols, minimum=1)
-    nrows = check_int("nrows", nrows, minimum=1)
+    ncols = check_size("ncols", ncols, minimum=1, limit=64)
+    nrows = check_size("nrows", nrows, minimum=1, limit=64)
+    width = check_float("width", width, minimum=0.0, maximum=100.0, open_lower=True)
+    height = check_float("height", height, minimum=0.0, maximum=100.0, open_lower=True)
     fig, axes = plt.subplots(
         nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs
     )
@@ -102,6 +104,7 @@ def plot_runs(
     ``band`` is ``"minmax"`` (range over runs), ``"std"`` (mean ± one standard deviation)
     or ``"none"``. ``show_runs=True`` also draws each run thinly.
     """
+    check_instance("ax", ax, Axes)
     xs = _to_numpy("x", x, ndim=1)
     vals = _to_numpy("values", values, ndim=(1, 2))
     if vals.ndim == 1:
@@ -130,6 +133,7 @@ def plot_reference_levels(
     linestyle: str = "--",
 ) -> None:
     """Draw labelled horizontal reference lines (entropy rate, k-gram losses, ...)."""
+    check_instance("ax", ax, Axes)
     palette = colors or PALETTE[len(ax.get_lines()) % len(PALETTE) :] + PALETTE
     for (name, value), color in zip(levels.items(), palette, strict=False):
         ax.axhline(float(value), linestyle=linestyle, color=color, linewidth=1.1, label=name)
@@ -150,6 +154,7 @@ def heatmap(
     colorbar_label: str | None = None,
 ) -> mpl.image.AxesImage:
     """Show a matrix with row 0 at the top, optional tick labels and annotations."""
+    check_instance("ax", ax, Axes)
     M = _to_numpy("matrix", matrix, ndim=2)
     im = ax.imshow(M, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", origin="upper")
     ax.grid(False)
@@ -222,6 +227,7 @@ def plot_loglog_fit(
     ax: Axes, x: Any, y: Any, *, label: str = "", color: str | None = None, marker: str = "o"
 ) -> LoglogFit:
     """Scatter ``(x, y)`` on log–log axes with its fitted power law; returns the fit."""
+    check_instance("ax", ax, Axes)
     fit = loglog_fit(x, y)
     xs = _to_numpy("x", x, ndim=1)
     pts = ax.loglog(xs, _to_numpy("y", y, ndim=1), marker, color=color, label=label or None)

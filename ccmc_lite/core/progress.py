@@ -11,7 +11,7 @@ import sys
 import time
 from typing import TextIO
 
-from .validation import check_int
+from .validation import check_bool, check_size
 
 __all__ = ["TextProgress"]
 
@@ -43,11 +43,11 @@ class TextProgress:
         stream: TextIO | None = None,
         width: int = 20,
     ) -> None:
-        self.total = check_int("total", total, minimum=1)
-        self.updates = check_int("updates", updates, minimum=1)
-        self.width = check_int("width", width, minimum=1)
+        self.total = check_size("total", total, minimum=1)
+        self.updates = check_size("updates", updates, minimum=1, limit=10**4)
+        self.width = check_size("width", width, minimum=1, limit=1000)
         self.label = label
-        self.enabled = enabled
+        self.enabled = check_bool("enabled", enabled)
         self.stream = stream
         self._start = time.perf_counter()
         self._next = 1

@@ -14,7 +14,8 @@ import random
 import numpy as np
 import torch
 
-from .validation import check_int, check_seed
+from .devices import resolve_device
+from .validation import check_seed
 
 __all__ = ["derive_seed", "numpy_rng", "seed_everything", "torch_generator"]
 
@@ -29,7 +30,7 @@ def derive_seed(seed: int, *keys: int) -> int:
     True
     """
     seed = check_seed(seed)
-    keys = tuple(check_int(f"keys[{i}]", k, minimum=0) for i, k in enumerate(keys))
+    keys = tuple(check_seed(k, f"keys[{i}]") for i, k in enumerate(keys))
     state = np.random.SeedSequence([seed, *keys]).generate_state(2, dtype=np.uint32)
     return int(state[0]) << 31 | int(state[1]) >> 1
 
@@ -50,7 +51,8 @@ def seed_everything(seed: int) -> int:
 def torch_generator(seed: int, device: torch.device | str | None = None) -> torch.Generator:
     """A :class:`torch.Generator` on ``device`` (CPU by default) seeded with ``seed``."""
     seed = check_seed(seed)
-    gen = torch.Generator(device=torch.device("cpu") if device is None else device)
+    device = torch.device("cpu") if device is None else resolve_device(device)
+    gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     return gen
 

@@ -97,6 +97,10 @@ class Shard:
     seed: int
     device: str = "cpu"
 
+    def __post_init__(self) -> None:
+        check_int("first_run", self.first_run, minimum=0)
+        check_seed(self.seed)
+
     @property
     def n_runs(self) -> int:
         return len(self.runs)

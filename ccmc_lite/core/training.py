@@ -48,7 +48,17 @@ from torch.func import functional_call, stack_module_state, vmap
 from .devices import resolve_device
 from .progress import TextProgress
 from .seeding import derive_seed
-from .validation import check_choice, check_float, check_int, check_seed
+from .validation import (
+    DivergenceError,
+    check_bool,
+    check_callable,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+    check_seed,
+    check_size,
+)
 
 __all__ = ["TrainConfig", "TrainResult", "lr_schedule", "over_runs", "train_runs"]
 
@@ -86,6 +96,11 @@ class TrainConfig:
         Steps after which all parameters are saved (0 is the initialisation).
     progress_updates : int
         How many progress lines to print.
+    max_loss_rise : float or None
+        Divergence guard: a run whose loss exceeds its first loss by more than
+        ``max_loss_rise * max(|first loss|, 1)`` stops training with
+        :class:`~ccmc_lite.core.DivergenceError` (``None``: no such check; non-finite
+        losses and parameters always stop it).
     """
 
     steps: int
@@ -100,9 +115,10 @@ class TrainConfig:
     eval_every: int = 0
     checkpoint_steps: tuple[int, ...] = field(default_factory=tuple)
     progress_updates: int = 5
+    max_loss_rise: float | None = 100.0
 
     def __post_init__(self) -> None:
-        check_int("steps", self.steps, minimum=1)
+        check_size("steps", self.steps)
         check_float("lr", self.lr, minimum=0.0, open_lower=True)
         check_choice("optimizer", self.optimizer, ("adam", "adamw", "sgd"))
         if not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2:
@@ -115,10 +131,12 @@ class TrainConfig:
         check_float("min_lr_ratio", self.min_lr_ratio, minimum=0.0, maximum=1.0)
         if self.grad_clip is not None:
             check_float("grad_clip", self.grad_clip, minimum=0.0, open_lower=True)
-        check_int("eval_every", self.eval_every, minimum=0)
+        check_size("eval_every", self.eval_every, minimum=0)
         for s in self.checkpoint_steps:
             check_int("checkpoint_steps entry", s, minimum=0, maximum=self.steps)
-        check_int("progress_updates", self.progress_updates, minimum=1)
+        check_size("progress_updates", self.progress_updates, limit=10**4)
+        if self.max_loss_rise is not None:
+            check_float("max_loss_rise", self.max_loss_rise, minimum=0.0, open_lower=True)
 
     def eval_steps(self) -> list[int]:
         """Steps (number of updates done) at which ``eval_fn`` is called."""
@@ -130,6 +148,7 @@ class TrainConfig:
 
 def lr_schedule(config: TrainConfig) -> Callable[[int], float]:
     """The learning-rate multiplier after ``step`` updates (a ``LambdaLR`` factor)."""
+    check_instance("config", config, TrainConfig)
 
     def factor(step: int) -> float:
         if config.warmup_steps and step < config.warmup_steps:
@@ -284,16 +303,52 @@ def _make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torc
     )
 
 
-def _check_finite(losses: torch.Tensor, step: int, label: str, config: TrainConfig) -> None:
+def _diverged(what: str, step: int, runs: list[int], label: str, config: TrainConfig) -> None:
+    raise DivergenceError(
+        f"{what} at step {step} in run(s) {runs[:10]}"
+        f"{' of ' + label if label else ''}; setting: lr={config.lr}, "
+        f"optimizer={config.optimizer}, schedule={config.schedule}, "
+        f"weight_decay={config.weight_decay}. Lower the learning rate or check the model."
+    )
+
+
+def _check_finite(
+    losses: torch.Tensor,
+    step: int,
+    label: str,
+    config: TrainConfig,
+    start: torch.Tensor | None = None,
+    first_run: int = 0,
+) -> None:
+    """Stop on a non-finite loss, or on a loss far above the run's first loss (``start``)."""
     finite = torch.isfinite(losses)
     if not bool(finite.all()):
-        bad = (~finite).nonzero().flatten().tolist()
-        raise FloatingPointError(
-            f"non-finite training loss at step {step} in run(s) {bad[:10]}"
-            f"{' of ' + label if label else ''}; setting: lr={config.lr}, "
-            f"optimizer={config.optimizer}, schedule={config.schedule}, "
-            f"weight_decay={config.weight_decay}. Lower the learning rate or check the model."
-        )
+        bad = ((~finite).nonzero().flatten() + first_run).tolist()
+        _diverged("non-finite training loss", step, bad, label, config)
+    if start is not None and config.max_loss_rise is not None:
+        rise = losses - start
+        risen = rise > config.max_loss_rise * start.abs().clamp(min=1.0)
+        if bool(risen.any()):
+            bad = (risen.nonzero().flatten() + first_run).tolist()
+            _diverged(
+                f"training loss rose more than max_loss_rise={config.max_loss_rise} times "
+                "its first value",
+                step,
+                bad,
+                label,
+                config,
+            )
+
+
+def _check_params(
+    params: dict[str, torch.Tensor], step: int, label: str, config: TrainConfig, first_run: int
+) -> None:
+    """Stop when any run's parameters are non-finite (checked after the last update too)."""
+    for name, t in params.items():
+        finite = torch.isfinite(t.detach()).reshape(t.shape[0], -1).all(1)
+        if not bool(finite.all()):
+            bad = ((~finite).nonzero().flatten() + first_run).tolist()
+            _diverged(f"non-finite parameter {name!r}", step, bad, label, config)
 
 
 def _slice_batch(batch: Batch, i: int) -> Batch:
@@ -377,20 +432,23 @@ def train_runs(
 
     Raises
     ------
-    FloatingPointError
-        If any run's loss becomes NaN or infinite; the message names the step and setting.
+    DivergenceError
+        (a ``FloatingPointError`` and a ``ValueError``) if any run's loss becomes NaN or
+        infinite, rises more than ``config.max_loss_rise`` times above its first value, or
+        its parameters are non-finite after the last update; the message names the step,
+        the run and the setting.
     """
-    n_runs = check_int("n_runs", n_runs, minimum=1)
+    n_runs = check_size("n_runs", n_runs, limit=10**5)
     first_run = check_int("first_run", first_run, minimum=0)
     seed = check_seed(seed)
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig; got {type(config).__name__}")
+    check_instance("config", config, TrainConfig)
+    check_bool("batched", batched)
+    check_bool("progress", progress)
     n_steps = config.steps
     if stop_after is not None:
         n_steps = check_int("stop_after", stop_after, minimum=1, maximum=config.steps)
     for name, fn in (("make_model", make_model), ("loss_fn", loss_fn), ("batch_fn", batch_fn)):
-        if not callable(fn):
-            raise TypeError(f"{name} must be callable; got {type(fn).__name__}")
+        check_callable(name, fn)
     if eval_fn is not None and not callable(eval_fn):
         raise TypeError(f"eval_fn must be callable or None; got {type(eval_fn).__name__}")
     if eval_data is not None:
@@ -485,6 +543,7 @@ def _train_batched(
             checkpoints[step] = {n: t.detach().cpu().clone() for n, t in params.items()}
 
     record(0)
+    start = None
     for step in range(n_steps):
         batch = _to_device(batch_fn(step, runs, gen), dev)
         if _leading_dim(batch) != n_runs:
@@ -495,7 +554,9 @@ def _train_batched(
         losses = batched_loss(params, buffers, batch)  # (R,)
         if losses.shape != (n_runs,):
             raise ValueError(f"loss_fn must return a scalar; got shape {tuple(losses.shape[1:])}")
-        _check_finite(losses.detach(), step, label, config)
+        _check_finite(losses.detach(), step, label, config, start, first_run)
+        if start is None:
+            start = losses.detach().clone()
         opt.zero_grad(set_to_none=True)
         losses.sum().backward()  # runs are independent: d(sum)/d(theta_r) = dL_r/d(theta_r)
         grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves]
@@ -511,6 +572,7 @@ def _train_batched(
         gnorm_hist[:, step] = gnorm.detach().cpu()
         record(step + 1)
         bar.update(step + 1, loss=float(loss_hist[:, step].mean()))
+    _check_params(params, n_steps, label, config, first_run)
     final = {n: t.detach().cpu() for n, t in params.items()}
     final_buffers = {n: t.detach().cpu() for n, t in buffers.items()}
     return final, final_buffers, loss_hist, gnorm_hist, _stack_evals(evals), checkpoints
@@ -562,12 +624,15 @@ def _train_looped(
                 ckpts[step] = {n: t.detach().cpu().clone() for n, t in named.items()}
 
         record(0)
+        start = None
         for step in range(n_steps):
             batch = _to_device(_slice_batch(batch_fn(step, runs, gen), 0), dev)
             loss = loss_fn(model, batch)
             if loss.ndim != 0:
                 raise ValueError(f"loss_fn must return a scalar; got shape {tuple(loss.shape)}")
-            _check_finite(loss.detach().reshape(1), step, label, config)
+            _check_finite(loss.detach().reshape(1), step, label, config, start, first_run + r)
+            if start is None:
+                start = loss.detach().reshape(1).clone()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grads = [p.grad for p in named.values() if p.grad is not None]
@@ -582,6 +647,8 @@ def _train_looped(
             gnorm_hist[r, step] = gnorm.detach().cpu()
             record(step + 1)
             bar.update(r * n_steps + step + 1, loss=float(loss_hist[r, step]))
+        final = {n: t.detach().unsqueeze(0) for n, t in named.items()}
+        _check_params(final, n_steps, label, config, first_run + r)
         per_run_evals.append(evals)
         per_run_ckpt.append(ckpts)
     params = {

@@ -21,18 +21,50 @@ import numpy as np
 import torch
 
 __all__ = [
+    "DEFAULT_LIMITS",
+    "DivergenceError",
     "as_tensor",
+    "check_bool",
+    "check_callable",
     "check_choice",
+    "check_elements",
+    "check_fit",
     "check_float",
+    "check_instance",
     "check_int",
+    "check_model_tokens",
+    "check_power",
     "check_prob_vector",
     "check_probability",
     "check_seed",
+    "check_size",
     "check_stochastic_matrix",
     "check_tokens",
+    "is_traced",
 ]
 
 _ArrayLike = Any  # numpy array, torch tensor or nested sequence of numbers
+
+#: Documented ceilings on what one call may ask for. ``size``: any single length, count or
+#: number of steps; ``elements``: the entries of the largest array a call allocates (or the
+#: number of sequences it enumerates); ``vocab``: the number of states / tokens ``K`` or
+#: ``S``. A request above a ceiling raises ``ValueError`` *before* anything is allocated.
+#: To go beyond one on purpose, raise it for the session (the checks read this dict at call
+#: time), e.g. ``DEFAULT_LIMITS["size"] = 10**9``, or pass ``allow_large=True`` to
+#: :func:`check_size` / :func:`check_elements` in code of your own.
+DEFAULT_LIMITS: dict[str, int] = {
+    "size": 10**8,
+    "elements": 10**9,
+    "vocab": 4096,
+}
+
+
+class DivergenceError(FloatingPointError, ValueError):
+    """Training or fitting produced a non-finite loss or parameters, or a loss far above its start.
+
+    A :class:`FloatingPointError` (what the trainer raised before) and a :class:`ValueError`
+    (the run's settings are what is wrong). The message names the step, the run and the setting.
+    """
 
 
 def _show(value: Any, limit: int = 80) -> str:
@@ -68,6 +100,143 @@ def check_int(
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}; got {value}")
     return value
+
+
+def is_traced(value: Any) -> bool:
+    """True for a tensor inside ``torch.func`` transforms (``vmap``, ``grad``).
+
+    Checks that look at the *values* (``bool((x < 0).any())``) cannot run there; the
+    shared checks skip them for such tensors, keeping only the type and shape checks. The
+    same call made eagerly (outside the trainer) gets every check.
+    """
+    return isinstance(value, torch.Tensor) and bool(
+        torch._C._functorch.is_functorch_wrapped_tensor(value)
+    )
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Check a flag: ``True``/``False`` (or NumPy's), never an integer or a string."""
+    if isinstance(value, np.bool_):
+        value = bool(value)
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False; got {_show(value)}")
+    return value
+
+
+def check_size(
+    name: str,
+    value: Any,
+    *,
+    minimum: int = 1,
+    limit: int | None = None,
+    allow_large: bool = False,
+) -> int:
+    """Check a length, count or number of steps: an integer in ``[minimum, limit]``.
+
+    ``limit`` defaults to ``DEFAULT_LIMITS["size"]``; ``allow_large=True`` lifts it (for
+    people who mean it). Booleans are rejected like in :func:`check_int`.
+    """
+    value = check_int(name, value, minimum=minimum)
+    hint = _limit_hint("size", limit)
+    limit = DEFAULT_LIMITS["size"] if limit is None else check_int("limit", limit, minimum=0)
+    if not allow_large and value > limit:
+        raise ValueError(f"{name}={value} exceeds the limit {limit}{hint}")
+    return value
+
+
+def _limit_hint(key: str, limit: int | None) -> str:
+    if limit is None:
+        return f"; raise ccmc_lite.core.DEFAULT_LIMITS[{key!r}] if you mean it"
+    return " of this function (see its docstring)"
+
+
+def check_elements(
+    name: str, count: int, *, limit: int | None = None, allow_large: bool = False
+) -> int:
+    """Check that an allocation of ``count`` entries (a Python int, no overflow) is allowed.
+
+    ``name`` describes the product, e.g. ``"n * T"``. ``limit`` defaults to
+    ``DEFAULT_LIMITS["elements"]``.
+    """
+    hint = _limit_hint("elements", limit)
+    limit = DEFAULT_LIMITS["elements"] if limit is None else limit
+    if not allow_large and count > limit:
+        raise ValueError(f"{name} = {count} entries exceeds the limit {limit}{hint}")
+    return count
+
+
+def check_power(name: str, base: int, exponent: int, *, limit: int | None = None) -> int:
+    """Return ``base ** exponent`` after checking it is at most ``limit`` (without computing
+    a huge power first: ``enumerate_chains(P, 10**12)`` must fail at once)."""
+    source = "DEFAULT_LIMITS" if limit is None else "limit"
+    limit = DEFAULT_LIMITS["elements"] if limit is None else limit
+    if base > 1 and exponent * math.log(base) > math.log(limit) + 1e-9:
+        raise ValueError(f"{name} = {base}**{exponent} exceeds the {source} {limit}")
+    count = base**exponent
+    if count > limit:
+        raise ValueError(f"{name} = {base}**{exponent} = {count} exceeds the limit {limit}")
+    return count
+
+
+def check_instance(name: str, value: Any, cls: type | tuple[type, ...]) -> Any:
+    """Check ``isinstance(value, cls)`` with a message naming the argument."""
+    if not isinstance(value, cls):
+        want = cls.__name__ if isinstance(cls, type) else " or ".join(c.__name__ for c in cls)
+        raise TypeError(f"{name} must be a {want}; got {type(value).__name__}")
+    return value
+
+
+def check_callable(name: str, value: Any) -> Any:
+    """Check that ``value`` can be called."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable; got {type(value).__name__}")
+    return value
+
+
+def check_fit(
+    what: str,
+    loss_history: torch.Tensor,
+    params: torch.Tensor,
+    *,
+    max_loss_rise: float | None = 100.0,
+) -> None:
+    """Stop a fit that diverged: raise :class:`DivergenceError` naming the step and run.
+
+    ``loss_history`` has shape ``(..., steps + 1)`` (NaN marks steps not taken, except at
+    the first and the last step, which are always checked);
+    ``params`` the final parameters with the same leading run axes. A fit diverged if a
+    loss or a final parameter is infinite or NaN where it was computed, or if a loss
+    exceeds the first one by more than ``max_loss_rise * max(|first|, 1)``.
+    """
+    hist = as_tensor("loss_history", loss_history, ndim=(1, 2, 3, 4), finite=False)
+    if hist.shape[-1] == 0:
+        raise ValueError("loss_history must not be empty")
+    params = as_tensor("params", params, finite=False)
+    if tuple(params.shape[: hist.ndim - 1]) != tuple(hist.shape[:-1]):
+        raise ValueError(
+            f"params must have the run axes {tuple(hist.shape[:-1])} of loss_history; "
+            f"got shape {tuple(params.shape)}"
+        )
+    index = torch.arange(hist.shape[-1])
+    taken = ~torch.isnan(hist) | (index == 0) | (index == hist.shape[-1] - 1)
+    bad = taken & ~torch.isfinite(hist)
+    if max_loss_rise is not None:
+        first = hist[..., :1]
+        bad = bad | (taken & (hist - first > max_loss_rise * first.abs().clamp(min=1.0)))
+    if bool(bad.any()):
+        where = bad.nonzero()[0].tolist()
+        raise DivergenceError(
+            f"{what} diverged at step {where[-1]} (run {tuple(where[:-1])}): loss "
+            f"{hist[tuple(where)].item():.4g} from {hist[(*where[:-1], 0)].item():.4g}; "
+            "lower the step size"
+        )
+    finite = torch.isfinite(params.detach()).flatten(hist.ndim - 1).all(-1)
+    if not bool(finite.all()):
+        where = (~finite).nonzero()[0].tolist()
+        raise DivergenceError(
+            f"{what} diverged: non-finite parameters after the last step (run {tuple(where)}); "
+            "lower the step size"
+        )
 
 
 def check_float(
@@ -151,6 +320,14 @@ def as_tensor(
         ) from None
     if tensor.dtype == torch.bool:
         raise TypeError(f"{name} must hold numbers, not booleans; got {_show(tensor)}")
+    if (
+        tensor.dtype == torch.float32
+        and dtype is not None
+        and dtype.is_floating_point
+        and not isinstance(value, (torch.Tensor, np.ndarray))
+    ):
+        # Python floats: convert at the requested precision (torch's default is float32)
+        tensor = torch.as_tensor(value, dtype=dtype, device=device)
     if dtype is not None:
         if tensor.is_floating_point() and not dtype.is_floating_point and tensor.numel():
             raise TypeError(f"{name} must hold integers; got {_show(tensor)}")
@@ -164,7 +341,12 @@ def as_tensor(
             raise ValueError(
                 f"{name} must have {want} dimension(s); got shape {tuple(tensor.shape)}"
             )
-    if finite and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+    if (
+        finite
+        and tensor.is_floating_point()
+        and not is_traced(tensor)
+        and not bool(torch.isfinite(tensor).all())
+    ):
         raise ValueError(f"{name} must contain only finite numbers (no NaN or inf)")
     return tensor
 
@@ -182,11 +364,14 @@ def check_prob_vector(
     Batched input of shape ``(..., K)`` is accepted; every slice is checked.
     ``positive=True`` additionally demands every entry be strictly positive.
     """
+    atol = check_float("atol", atol, minimum=0.0, open_lower=True)
     v = as_tensor(name, value, dtype=dtype)
     if v.ndim == 0:
         raise ValueError(f"{name} must be a vector of probabilities; got a scalar")
     if v.shape[-1] == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(v.shape)}")
+    if is_traced(v):
+        return v
     if bool((v < 0).any()):
         raise ValueError(f"{name} must have non-negative entries; smallest is {v.min().item():g}")
     if positive and bool((v == 0).any()):
@@ -213,6 +398,7 @@ def check_stochastic_matrix(
     Batched input ``(..., K, K)`` is accepted. ``positive=True`` demands strictly positive
     entries (needed where a paper takes logarithms of ``P``).
     """
+    atol = check_float("atol", atol, minimum=0.0, open_lower=True)
     P = as_tensor(name, value, dtype=dtype)
     if P.ndim < 2:
         raise ValueError(f"{name} must be a matrix (2-D); got shape {tuple(P.shape)}")
@@ -220,6 +406,8 @@ def check_stochastic_matrix(
         raise ValueError(f"{name} must be square; got shape {tuple(P.shape)}")
     if P.shape[-1] == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(P.shape)}")
+    if is_traced(P):
+        return P
     if bool((P < 0).any()):
         raise ValueError(f"{name} must have non-negative entries; smallest is {P.min().item():g}")
     if positive and bool((P == 0).any()):
@@ -245,10 +433,49 @@ def check_tokens(
     allow_empty: bool = False,
 ) -> torch.Tensor:
     """Check integer tokens in ``[0, K)``; return them as a ``torch.long`` tensor."""
+    K = check_int("K", K, minimum=1)
     tokens = as_tensor(name, value, dtype=torch.long, ndim=ndim)
     if not allow_empty and tokens.numel() == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(tokens.shape)}")
+    if is_traced(tokens):
+        return tokens
     if tokens.numel() and (bool((tokens < 0).any()) or bool((tokens >= K).any())):
         bad = tokens[(tokens < 0) | (tokens >= K)].flatten()[0].item()
         raise ValueError(f"{name} must hold tokens in [0, {K}) (K={K}); found {bad}")
+    return tokens
+
+
+def check_model_tokens(
+    name: str,
+    value: _ArrayLike,
+    model: Any,
+    *,
+    ndim: int | Sequence[int] | None = 2,
+    extra: int = 0,
+) -> torch.Tensor:
+    """Check tokens fed to a book model: integers in ``[0, vocab)``, at most ``T`` positions.
+
+    ``vocab`` is the model's ``S`` (Part III) or ``K`` (Part II) attribute, the length limit
+    its ``T`` or ``N`` plus ``extra`` (``extra=1`` for sequences that include the target
+    token). Returns a ``torch.long`` tensor.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    vocab = next(
+        (v for v in (getattr(model, "S", None), getattr(model, "K", None)) if isinstance(v, int)),
+        None,
+    )
+    attr, length = next(
+        ((a, getattr(model, a)) for a in ("T", "N") if isinstance(getattr(model, a, None), int)),
+        ("", None),
+    )
+    if vocab is None:
+        tokens = as_tensor(name, value, dtype=torch.long, ndim=ndim)
+    else:
+        tokens = check_tokens(name, value, vocab, ndim=ndim)
+    if length is not None and tokens.ndim and tokens.shape[-1] > length + extra:
+        raise ValueError(
+            f"{name} has {tokens.shape[-1]} positions but the model takes at most "
+            f"{length + extra} ({attr}={length}); got shape {tuple(tokens.shape)}"
+        )
     return tokens

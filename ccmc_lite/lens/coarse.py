@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from ..core.validation import as_tensor, check_int
+from ..core.validation import DEFAULT_LIMITS, as_tensor, check_size
 
 __all__ = ["coarse_gap", "coarse_predictor", "conditional_entropy", "ngram_levels"]
 
@@ -117,8 +117,8 @@ def ngram_levels(P: Any, S: int, n: int) -> torch.Tensor:
     """
     from ..ngram.data import flatten_transitions, lifted_stationary
 
-    S = check_int("S", S, minimum=2)
-    n = check_int("n", n, minimum=1)
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    n = check_size("n", n, minimum=1)
     Pt = as_tensor("P", P, dtype=torch.float64)
     flat = flatten_transitions(Pt, S, n)  # (*b, H, S): next-token law per history
     pi = lifted_stationary(Pt, S, n)  # (*b, H)

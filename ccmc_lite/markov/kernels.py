@@ -26,11 +26,14 @@ import torch
 
 from ..core.chains import entropy, stationary_distribution
 from ..core.validation import (
+    DEFAULT_LIMITS,
     as_tensor,
     check_choice,
     check_int,
+    check_power,
     check_prob_vector,
     check_probability,
+    check_size,
     check_stochastic_matrix,
 )
 
@@ -105,7 +108,7 @@ def symmetric_kernel(K: int, p: float) -> torch.Tensor:
     Tensor
         Shape ``(K, K)``, float64.
     """
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     p = check_probability("p", p)
     P = torch.full((K, K), p / (K - 1), dtype=torch.float64)
     P.fill_diagonal_(1.0 - p)
@@ -127,7 +130,7 @@ def random_kernel(K: int, seed: int, *, alpha: float = 1.0) -> torch.Tensor:
     from ..core.seeding import numpy_rng
     from ..core.validation import check_float
 
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     alpha = check_float("alpha", alpha, minimum=0.0, open_lower=True)
     rows = numpy_rng(seed).dirichlet([alpha] * K, size=K)
     rows = rows.clip(1e-12)  # keep entries strictly positive (log P appears in entropies)
@@ -191,8 +194,8 @@ def _check_sampling_args(
     P = check_kernel(P)
     if P.ndim not in (2, 3):
         raise ValueError(f"P must have shape (K, K) or (R, K, K); got {tuple(P.shape)}")
-    n = check_int("n", n, minimum=1)
-    T = check_int("T", T, minimum=1)
+    n = check_size("n", n, minimum=1)
+    T = check_size("T", T, minimum=1)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator; got {type(generator).__name__}")
     return P, n, T
@@ -268,11 +271,10 @@ def enumerate_chains(
     P = check_kernel(P)
     if P.ndim != 2:
         raise ValueError(f"P must be one kernel of shape (K, K); got {tuple(P.shape)}")
-    N = check_int("N", N, minimum=1)
+    N = check_size("N", N, minimum=1)
     max_sequences = check_int("max_sequences", max_sequences, minimum=1)
     K = P.shape[0]
-    if K**N > max_sequences:
-        raise ValueError(f"K**N = {K}**{N} exceeds max_sequences={max_sequences}")
+    check_power("K**N sequences (max_sequences)", K, N, limit=max_sequences)
     x = torch.tensor(list(itertools.product(range(K), repeat=N)), dtype=torch.long)
     pi = stationary_distribution(P)
     prob = pi[x[:, 0]] * P[x[:, :-1], x[:, 1:]].prod(-1)
@@ -286,7 +288,7 @@ def empirical_transitions(x: Any, K: int) -> torch.Tensor:
     """
     from ..core.validation import check_tokens
 
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     x = check_tokens("x", x, K)
     if x.shape[-1] < 2:
         raise ValueError(f"x must have at least 2 time steps; got shape {tuple(x.shape)}")

@@ -31,7 +31,15 @@ import torch
 from torch.func import functional_call, vmap
 
 from ..core.chains import stationary_distribution
-from ..core.validation import as_tensor, check_choice, check_float, check_int, check_probability
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_choice,
+    check_float,
+    check_int,
+    check_probability,
+    check_size,
+)
 from .kernels import check_kernel, enumerate_chains, lag_one_covariance
 from .model import MarkovTransformer
 
@@ -517,7 +525,9 @@ def _ones_complement(K: int) -> torch.Tensor:
     """Orthonormal basis of the subspace orthogonal to ``1`` in ``R^K``: shape ``(K, K-1)``."""
     ones = torch.ones(K, 1, dtype=torch.float64) / math.sqrt(K)
     Q, _ = torch.linalg.qr(torch.cat([ones, torch.eye(K, dtype=torch.float64)], 1))
-    return Q[:, 1:K].contiguous()
+    # a copy, not .contiguous(): for K = 2 the (2, 1) slice counts as contiguous but keeps
+    # the stride of Q, which torch.kron cannot view (gauge_restrict failed for K = 2)
+    return torch.empty(K, K - 1, dtype=torch.float64).copy_(Q[:, 1:K])
 
 
 def gauge_restrict(H: Any, K: int, d: int) -> torch.Tensor:
@@ -529,8 +539,8 @@ def gauge_restrict(H: Any, K: int, d: int) -> torch.Tensor:
     eigenvalue decides (together with the flat non-readout directions) whether the
     unigram point is a local minimum (Part II, "Beyond two states").
     """
-    K = check_int("K", K, minimum=2)
-    d = check_int("d", d, minimum=1)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    d = check_size("d", d, minimum=1)
     H = as_tensor("H", H, ndim=2)
     if tuple(H.shape) != (K + K * d, K + K * d):
         raise ValueError(f"H must have shape ({K + K * d}, {K + K * d}); got {tuple(H.shape)}")
@@ -558,7 +568,7 @@ def unigram_curvature(P: Any) -> torch.Tensor:
 def symmetric_threshold(K: int) -> float:
     """Switching probability ``(K - 1) / K`` above which the symmetric ``K``-state chain makes
     the tied unigram point a local minimum (Part II, "Beyond two states"); ``1/2`` for ``K = 2``."""
-    K = check_int("K", K, minimum=2)
+    K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     return (K - 1) / K
 
 
@@ -591,6 +601,8 @@ def loss_plane(
     """
     model = copy.deepcopy(_check_model(model)).to(torch.float64)
     P = _kernel_for(model, P).to(torch.float64)
+    if not isinstance(directions, (list, tuple)):
+        raise TypeError(f"directions must be a list of two dicts; got {type(directions).__name__}")
     if len(directions) != 2:
         raise ValueError(f"directions must hold two dicts; got {len(directions)}")
     params = {n: p.detach() for n, p in model.named_parameters()}
@@ -632,8 +644,8 @@ def appendix_d_logits(
     ``w_1 > 0``) this is eq. (26). Returns ``(logit at x_n = 1, logit at x_n = 0)``.
     """
     vals = {k: check_float(k, v) for k, v in {"e": e, "p": p, "w1": w1, "b": b}.items()}
-    d = check_int("d", d, minimum=1)
-    r = check_int("r", r, minimum=1)
+    d = check_size("d", d, minimum=1)
+    r = check_size("r", r, minimum=1)
     beta = check_int("beta", beta, minimum=0, maximum=r)
     out = []
     for x in (1, 0):
@@ -727,9 +739,10 @@ def symbolic_unigram_hessian(K: int, d: int = 2, N: int = 2, *, tied: bool = Tru
     import sympy as sp
     from sympy.physics.quantum import TensorProduct
 
-    K = check_int("K", K, minimum=2)
-    d = check_int("d", d, minimum=1)
-    N = check_int("N", N, minimum=1)
+    # SymPy's cost grows steeply: the book derives K = 2, 3 with d = N = 2
+    K = check_size("K", K, minimum=2, limit=6)
+    d = check_size("d", d, minimum=1, limit=4)
+    N = check_size("N", N, minimum=1, limit=8)
     P = sp.Matrix(K, K, lambda i, j: sp.Symbol(f"P{i}{j}"))
     P = P.subs({P[i, K - 1]: 1 - sum(P[i, j] for j in range(K - 1)) for i in range(K)})
     free_pi = [sp.Symbol(f"pi{i}", positive=True) for i in range(K - 1)]

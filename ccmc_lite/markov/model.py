@@ -29,7 +29,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..core.validation import check_float, check_int, check_tokens
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_callable,
+    check_float,
+    check_int,
+    check_model_tokens,
+    check_size,
+    check_stochastic_matrix,
+    check_tokens,
+)
 
 __all__ = [
     "ATTENTION_BLOCK",
@@ -78,6 +88,19 @@ def causal_attention(
     whose fused CPU kernel is slower at head size 4). The numbers are those of the full
     matrix: the blocks compute the same sums (tests compare both).
     """
+    q, k, v = (
+        as_tensor(n, t, dtype=None, ndim=(2, 3, 4)) for n, t in (("q", q), ("k", k), ("v", v))
+    )
+    if (
+        not (q.dtype == k.dtype == v.dtype)
+        or q.shape[-1] != k.shape[-1]
+        or k.shape[:-1] != v.shape[:-1]
+    ):
+        raise ValueError(
+            f"q, k, v must share dtype and shapes (..., T, m); got q {tuple(q.shape)} {q.dtype}, "
+            f"k {tuple(k.shape)} {k.dtype}, v {tuple(v.shape)} {v.dtype}"
+        )
+    block = check_size("block", block)
     T = q.shape[-2]
     if T <= block:
         scores = q @ k.transpose(-1, -2)  # (..., T, T)
@@ -291,8 +314,7 @@ class MarkovTransformer(nn.Module):
         """Next-token predictions for every prefix of ``x`` (``(B, T)`` or ``(T,)`` tokens)."""
         if output not in ("log_probs", "logits", "parts"):
             raise ValueError(f"output must be 'log_probs', 'logits' or 'parts'; got {output!r}")
-        if x.shape[-1] > self.N:
-            raise ValueError(f"x has {x.shape[-1]} positions but the model has N={self.N}")
+        x = check_model_tokens("x", x, self, ndim=(1, 2, 3))
         h = self.embed(x)  # (B, T, d)
         parts: dict[str, Any] = {"x": h, "attention": [], "y": [], "z": []}
         for block in self.blocks:
@@ -340,10 +362,10 @@ def check_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
             f"unknown model option(s) {unknown}; expected names among {sorted(MODEL_OPTIONS)}"
         )
     opts = {**MODEL_OPTIONS, **options}
-    opts["K"] = check_int("K", opts["K"], minimum=2)
-    opts["d"] = check_int("d", opts["d"], minimum=1)
-    opts["N"] = check_int("N", opts["N"], minimum=1)
-    opts["depth"] = check_int("depth", opts["depth"], minimum=1)
+    opts["K"] = check_size("K", opts["K"], minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    opts["d"] = check_size("d", opts["d"], minimum=1)
+    opts["N"] = check_size("N", opts["N"], minimum=1)
+    opts["depth"] = check_size("depth", opts["depth"], minimum=1, limit=1024)
     for flag in ("tied", "layer_norm", "attention", "feed_forward"):
         if not isinstance(opts[flag], bool):
             raise TypeError(f"{flag} must be True or False; got {opts[flag]!r}")
@@ -381,6 +403,13 @@ def next_token_loss(model: Callable[..., torch.Tensor], x: torch.Tensor) -> torc
     x : Tensor
         Tokens of shape ``(B, N + 1)``.
     """
+    check_callable("model", model)
+    if isinstance(model, MarkovTransformer):
+        x = check_model_tokens("x", x, model, ndim=(1, 2, 3), extra=1)
+    else:
+        x = as_tensor("x", x, dtype=torch.long, ndim=(1, 2, 3))
+    if x.shape[-1] < 2:
+        raise ValueError(f"x must hold at least 2 tokens per sequence; got shape {tuple(x.shape)}")
     logp = model(x[..., :-1])  # (B, N, K)
     return -logp.gather(-1, x[..., 1:].unsqueeze(-1)).mean()
 
@@ -394,6 +423,12 @@ def kernel_loss(
     conditional expectation used in the proof of Lemma 1, Makkuva et al. 2024, App. B.6),
     averaged over positions and over the sequences ``x`` (``(B, N)``, all fed to the model).
     """
+    check_callable("model", model)
+    P = check_stochastic_matrix("P", P)
+    if isinstance(model, MarkovTransformer):
+        x = check_model_tokens("x", x, model, ndim=(1, 2, 3))
+    else:
+        x = check_tokens("x", x, P.shape[-1], ndim=(1, 2, 3))
     logp = model(x)  # (B, N, K)
     rows = P.to(logp.dtype)[x]  # (B, N, K): P(x_{n+1} = . | x_n)
     return -(rows * logp).sum(-1).mean()

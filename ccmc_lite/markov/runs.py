@@ -11,16 +11,28 @@ own chain, with the low-variance loss :func:`ccmc_lite.markov.kernel_loss`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from matplotlib.axes import Axes
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
 from ..core.training import TrainConfig, TrainResult, train_runs
-from ..core.validation import as_tensor, check_float, check_int, check_seed
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_float,
+    check_instance,
+    check_int,
+    check_model_tokens,
+    check_prob_vector,
+    check_seed,
+    check_size,
+    check_tokens,
+)
 from .kernels import binary_kernel, check_kernel, sample_chains, symmetric_kernel
 from .model import (
     MarkovTransformer,
@@ -55,8 +67,8 @@ def markov_config(
     Checkpoints are taken every ``eval_every`` steps (and at the first and last step) so
     that :meth:`MarkovRuns.test_losses` can draw test-loss curves afterwards.
     """
-    steps = check_int("steps", steps, minimum=1)
-    eval_every = check_int("eval_every", eval_every, minimum=0)
+    steps = check_size("steps", steps, minimum=1)
+    eval_every = check_size("eval_every", eval_every, minimum=0)
     ckpts = {0, steps} if eval_every == 0 else {*range(0, steps + 1, eval_every), steps}
     return TrainConfig(
         steps=steps,
@@ -112,7 +124,7 @@ class MarkovRuns:
 
     def test_sequences(self, n_test: int, seed: int) -> torch.Tensor:
         """``n_test`` sequences of length ``N`` per run from its own chain: ``(R, n_test, N)``."""
-        n_test = check_int("n_test", n_test, minimum=1)
+        n_test = check_size("n_test", n_test, minimum=1)
         gen = torch_generator(derive_seed(check_seed(seed), 7))
         return sample_chains(self.kernels, n_test, self.options["N"], generator=gen)
 
@@ -202,10 +214,12 @@ def train_markov(
     P = check_kernel(kernels, "kernels")
     if P.ndim != 3:
         raise ValueError(f"kernels must have shape (R, K, K); got {tuple(P.shape)}")
+    check_instance("model_options", model_options, Mapping)
     opts = check_model_options(model_options)
+    first_run = check_int("first_run", first_run, minimum=0)
     if opts["K"] != P.shape[-1]:
         raise ValueError(f"model_options K={opts['K']} does not match kernels with K={P.shape[-1]}")
-    batch_size = check_int("batch_size", batch_size, minimum=1)
+    batch_size = check_size("batch_size", batch_size, minimum=1)
     N = opts["N"]
     P32 = P.to(torch.float32)
     pi = stationary_distribution(P)  # (R, K): each chain starts at its stationary law
@@ -337,7 +351,12 @@ def unigram_gap(loss: Any, kernels: Any, *, undefined: float | None = None) -> t
         such runs raise ``ValueError``.
     """
     P = check_kernel(kernels, "kernels")
-    L = torch.as_tensor(loss, dtype=torch.float64)
+    L = as_tensor("loss", loss, ndim=(0, 1, 2))
+    R = 1 if P.ndim == 2 else P.shape[0]
+    if L.ndim == 0 or L.shape[0] != R:
+        raise ValueError(
+            f"loss must have one row per kernel (leading dimension {R}); got shape {tuple(L.shape)}"
+        )
     rate = entropy_rate(P)
     gap = unigram_entropy(P) - rate  # mutual information, (R,)
     flat = gap <= 1e-12
@@ -360,9 +379,14 @@ def zero_position_probs(x: Any, probs: Any, *, count: int, token: int = 0) -> to
     ``(R, S, N)`` and ``probs`` ``(R, S, N, K)``; positions are taken in reading order over
     the ``S`` test sequences. Returns ``(R, count)``.
     """
-    x = torch.as_tensor(x)
-    probs = torch.as_tensor(probs)
-    count = check_int("count", count, minimum=1)
+    probs = check_prob_vector("probs", probs, atol=1e-4)
+    if probs.ndim != 4 or probs.shape[-1] < 2:
+        raise ValueError(f"probs must have shape (R, S, N, K); got {tuple(probs.shape)}")
+    x = check_tokens("x", x, probs.shape[-1], ndim=3)
+    if tuple(x.shape) != tuple(probs.shape[:-1]):
+        raise ValueError(f"x must have shape {tuple(probs.shape[:-1])}; got {tuple(x.shape)}")
+    token = check_int("token", token, minimum=0, maximum=probs.shape[-1] - 1)
+    count = check_size("count", count, minimum=1, limit=x[0].numel())
     R = x.shape[0]
     flat_x = x.reshape(R, -1)
     flat_p = probs[..., 1].reshape(R, -1)
@@ -386,7 +410,7 @@ def attention_ratio(model: MarkovTransformer, x: Any) -> float:
     """
     if not isinstance(model, MarkovTransformer):
         raise TypeError(f"model must be a MarkovTransformer; got {type(model).__name__}")
-    tokens = torch.as_tensor(x)
+    tokens = check_model_tokens("x", x, model, ndim=(1, 2))
     with torch.no_grad():
         parts = model(tokens, output="parts")
         num = parts["attention"][0].norm(dim=-1)
@@ -413,6 +437,7 @@ def plot_pq_grid(
     ``p + q = 1`` is dashed; cells where ``mask`` is true are greyed out and marked "–".
     The grid must be evenly spaced.
     """
+    check_instance("ax", ax, Axes)
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -482,12 +507,16 @@ def sweep_task(
     ``entropy_rate`` and ``unigram_entropy`` of the kernel, ``train_loss_head`` (the first
     ``head`` training losses, for reproduction checks); ``shared["eval_steps"]``.
     """
-    K = check_int("settings['K']", settings.get("K", 2), minimum=2)
+    check_instance("settings", settings, Mapping)
+    if not isinstance(runs, Sequence) or isinstance(runs, str) or not runs:
+        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
+    first_run = check_int("first_run", first_run, minimum=0)
+    K = check_size("settings['K']", settings.get("K", 2), minimum=2, limit=DEFAULT_LIMITS["vocab"])
     if K == 2:
         kernels = torch.stack([binary_kernel(r["p"], r["q"]) for r in runs])
     else:
         kernels = torch.stack([symmetric_kernel(K, r["p"]) for r in runs])
-    steps = check_int("settings['steps']", settings["steps"], minimum=1)
+    steps = check_size("settings['steps']", settings["steps"], minimum=1)
     eval_every = settings.get("eval_every", max(steps // 40, 1))
     options = {
         "K": K,

@@ -31,13 +31,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from scipy import special
 
 from ..core.chains import stationary_distribution
 from ..core.seeding import torch_generator
-from ..core.validation import as_tensor, check_choice, check_float, check_int, check_tokens
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_choice,
+    check_float,
+    check_int,
+    check_prob_vector,
+    check_size,
+    check_tokens,
+)
 
 __all__ = [
     "NGramBatch",
@@ -61,11 +71,11 @@ STARTS = ("uniform", "stationary")
 
 
 def _check_S(S: int) -> int:
-    return check_int("S", S, minimum=2)
+    return check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
 
 
 def _check_n(n: int) -> int:
-    return check_int("n", n, minimum=1)
+    return check_size("n", n, minimum=1)
 
 
 def _check_alpha(alpha: float) -> float:
@@ -73,7 +83,7 @@ def _check_alpha(alpha: float) -> float:
 
 
 def _check_T(T: int, n: int) -> int:
-    T = check_int("T", T, minimum=1)
+    T = check_size("T", T, minimum=1)
     if T < n:
         raise ValueError(
             f"T must be >= n (a sequence must hold one full history); got T={T}, n={n}"
@@ -180,7 +190,7 @@ def dirichlet(
             raise ValueError("alpha must be > 0 and finite everywhere")
     else:
         a = torch.tensor(_check_alpha(alpha), dtype=dtype)
-    shape = tuple(check_int("shape entry", s, minimum=0) for s in shape)
+    shape = tuple(check_size("shape entry", s, minimum=0) for s in shape)
     a = torch.broadcast_to(a.reshape((*a.shape, 1)), (*shape, S))  # (*shape, S)
     return torch.softmax(_log_gamma(a, gen), dim=-1)
 
@@ -278,6 +288,18 @@ def lifted_stationary(P: torch.Tensor, S: int, n: int) -> torch.Tensor:
     return stationary_distribution(M, name="the lifted transition matrix of P")
 
 
+def _check_chains(P: Any) -> torch.Tensor:
+    """``(B, S, ..., S)`` n-gram transition tensors: every last-axis slice a distribution."""
+    P = check_prob_vector("P", P, atol=1e-4, dtype=P.dtype if _is_float(P) else torch.float64)
+    if P.ndim < 2 or any(s != P.shape[-1] for s in P.shape[1:]):
+        raise ValueError(f"P must have shape (B, S, ..., S); got {tuple(P.shape)}")
+    return P
+
+
+def _is_float(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point()
+
+
 def history_codes(tokens: torch.Tensor, S: int, length: int) -> torch.Tensor:
     """Integer code of the ``length`` tokens ending at each position (oldest most significant).
 
@@ -286,7 +308,7 @@ def history_codes(tokens: torch.Tensor, S: int, length: int) -> torch.Tensor:
     all zeros (the empty history).
     """
     S = _check_S(S)
-    length = check_int("length", length, minimum=0)
+    length = check_size("length", length, minimum=0)
     x = check_tokens("tokens", tokens, S)
     T = x.shape[-1]
     codes = torch.zeros_like(x)
@@ -329,8 +351,7 @@ def sample_sequences(
     next_probs : Tensor
         ``(B, T, S)``, the true law of the next token after each position.
     """
-    if P.ndim < 2:
-        raise ValueError(f"P must have shape (B, S, ..., S); got {tuple(P.shape)}")
+    P = _check_chains(P)
     S = int(P.shape[-1])
     n = P.ndim - 1
     T = _check_T(T, n)
@@ -395,7 +416,7 @@ def sample_batch(
     """
     if not isinstance(task, NGramTask):
         raise TypeError(f"task must be an NGramTask; got {type(task).__name__}")
-    batch_size = check_int("batch_size", batch_size, minimum=1)
+    batch_size = check_size("batch_size", batch_size, minimum=1)
     gen = _generator(generator, seed)
     T = task.T if T is None else _check_T(T, task.n)
     a = None
@@ -459,7 +480,7 @@ def sample_urn(
     if task.start != "uniform":
         raise ValueError(f"sample_urn needs task.start='uniform'; got {task.start!r}")
     gen = _generator(generator, seed)
-    shape = tuple(check_int("shape entry", s, minimum=1) for s in shape)
+    shape = tuple(check_size("shape entry", s, minimum=1) for s in shape)
     T = task.T if T is None else _check_T(T, task.n)
     S, m = task.S, task.n - 1
     H = S**m
@@ -511,6 +532,7 @@ def next_token_probs(P: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     without a full ``(n-1)``-history hold NaN-free uniform rows and should not be used
     (:func:`sample_sequences` returns the exact laws there).
     """
+    P = _check_chains(P)
     S = int(P.shape[-1])
     n = P.ndim - 1
     flat = flatten_transitions(P, S, n)  # (B, H, S)
@@ -535,10 +557,11 @@ def suffix_conditional(P: torch.Tensor, k: int, T: int, *, start: str = "uniform
     Returns ``(B, S^(k-1), S)`` (rows indexed by the suffix code); suffixes of probability
     zero get the uniform row.
     """
+    P = _check_chains(P)
     S = int(P.shape[-1])
     n = P.ndim - 1
     k = check_int("k", k, minimum=1, maximum=n)
-    T = check_int("T", T, minimum=max(n - 1, 1))
+    T = check_size("T", T, minimum=max(n - 1, 1))
     start = check_choice("start", start, STARTS)
     flat = flatten_transitions(P, S, n).to(torch.float64)  # (B, H, S)
     B, H = flat.shape[0], flat.shape[1]

@@ -30,7 +30,17 @@ from collections.abc import Sequence
 
 import torch
 
-from ..core.validation import as_tensor, check_choice, check_float, check_int, check_tokens
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_choice,
+    check_float,
+    check_int,
+    check_power,
+    check_prob_vector,
+    check_size,
+    check_tokens,
+)
 
 __all__ = [
     "bayes_predictor",
@@ -46,14 +56,14 @@ __all__ = [
 
 def contiguous_offsets(k: int) -> tuple[int, ...]:
     """The offsets ``(1, ..., k-1)`` of the contiguous ``(k-1)``-history (Def. 2.1)."""
-    k = check_int("k", k, minimum=1)
+    k = check_size("k", k, minimum=1)
     return tuple(range(1, k))
 
 
 def _check_offsets(offsets: Sequence[int]) -> tuple[int, ...]:
     if isinstance(offsets, (str, bytes)) or not isinstance(offsets, Sequence):
         raise TypeError(f"offsets must be a sequence of positive integers; got {offsets!r}")
-    out = tuple(check_int("offsets entry", o, minimum=1) for o in offsets)
+    out = tuple(check_size("offsets entry", o, minimum=1) for o in offsets)
     if len(set(out)) != len(out):
         raise ValueError(f"offsets must be distinct; got {offsets!r}")
     return tuple(sorted(out))
@@ -104,8 +114,11 @@ def subset_counts(
     chunk : int
         Sequences processed at once for ``"all"`` (bounds the ``(chunk, T, T)`` buffer).
     """
-    S = check_int("S", S, minimum=2)
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     offs = _check_offsets(offsets)
+    # histories are coded as integers in base S: S^|offsets| must fit in int64
+    n_hist = len(offs)
+    check_power(f"k / offsets: {n_hist} history tokens, S^{n_hist} codes", S, n_hist, limit=2**62)
     positions = check_choice("positions", positions, ("last", "all"))
     x = check_tokens("tokens", tokens, S)
     if x.ndim < 1:
@@ -161,7 +174,7 @@ def subset_estimator(
 
     ``(count + β) / (total + Sβ)``; with ``β = 0`` and no match the uniform law is returned.
     """
-    S = check_int("S", S, minimum=2)
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     beta = check_float("smoothing", smoothing, minimum=0.0)
     counts = subset_counts(tokens, S, offsets, positions=positions)
     return _normalise(counts, S, beta)
@@ -195,7 +208,7 @@ def kgram_estimator(
     Tensor
         ``(*batch, S)`` or ``(*batch, T, S)`` probabilities (float64).
     """
-    k = check_int("k", k, minimum=1)
+    k = check_size("k", k, minimum=1)
     return subset_estimator(
         tokens, S, contiguous_offsets(k), smoothing=smoothing, positions=positions
     )
@@ -214,7 +227,7 @@ def bayes_predictor(
     :mod:`ccmc_lite.ngram`, also used by the authors' code); with the ``"stationary"``
     start the start's likelihood adds a factor π(x_1..x_{n-1}) that this ignores.
     """
-    n = check_int("n", n, minimum=1)
+    n = check_size("n", n, minimum=1)
     alpha = check_float("alpha", alpha, minimum=0.0, open_lower=True)
     return kgram_estimator(tokens, S, n, smoothing=alpha, positions=positions)
 
@@ -227,15 +240,10 @@ def cross_entropy(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     fewer. Terms with ``target[s] = 0`` contribute 0; a positive target on ``pred[s] = 0``
     gives ``+inf`` (an unsmoothed estimator that missed a token).
     """
-    p = as_tensor("pred", pred, dtype=torch.float64)
-    if p.ndim < 1:
-        raise ValueError("pred must have a last axis of probabilities")
-    if bool((p < 0).any()):
-        raise ValueError("pred must be non-negative")
-    if not isinstance(target, torch.Tensor):
-        target = torch.as_tensor(target)
+    p = check_prob_vector("pred", pred, atol=1e-4)
+    target = as_tensor("target", target, dtype=None)
     if target.is_floating_point():
-        y = as_tensor("target", target, dtype=torch.float64)
+        y = check_prob_vector("target", target, atol=1e-4)
         if y.shape != p.shape:
             raise ValueError(
                 f"target must have the shape of pred {tuple(p.shape)}; got {tuple(y.shape)}"

@@ -21,13 +21,24 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from scipy.optimize import nnls
 from torch import nn
 
-from ..core.validation import as_tensor, check_choice, check_float, check_int
+from ..core.validation import (
+    as_tensor,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+    check_model_tokens,
+    check_power,
+    check_prob_vector,
+    check_size,
+)
 from .data import NGramBatch, flatten_transitions, history_codes, suffix_conditional
 from .models import construction_limit, offsets_for_k
 
@@ -50,6 +61,25 @@ __all__ = [
 ]
 
 
+def _check_batch(
+    model: Any, tokens: Any, target: Any, name: str = "target"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Entry checks shared by the gradient functions: a module, its tokens, a target law."""
+    check_instance("model", model, nn.Module)
+    tokens = check_model_tokens("tokens", tokens, model)
+    _check_law(name, target, rows=tokens.shape[0])
+    return tokens, target
+
+
+def _check_law(name: str, value: Any, *, rows: int | None = None) -> torch.Tensor:
+    """A tensor of next-token laws ``(..., S)`` (``rows`` leading entries if given)."""
+    check_instance(name, value, torch.Tensor)
+    law = check_prob_vector(name, value, atol=1e-4)
+    if rows is not None and (law.ndim < 2 or law.shape[0] != rows):
+        raise ValueError(f"{name} must have shape ({rows}, S); got {tuple(law.shape)}")
+    return law
+
+
 def next_token_loss(
     probs: torch.Tensor, target: torch.Tensor, *, eps: float = 1e-8, reduction: str = "mean"
 ) -> torch.Tensor:
@@ -64,11 +94,15 @@ def next_token_loss(
     """
     eps = check_float("eps", eps, minimum=0.0)
     reduction = check_choice("reduction", reduction, ("mean", "none"))
+    check_instance("probs", probs, torch.Tensor)
+    check_instance("target", target, torch.Tensor)
     if probs.shape != target.shape:
         raise ValueError(
             f"probs and target must have the same shape; got {tuple(probs.shape)} "
             f"and {tuple(target.shape)}"
         )
+    _check_law("probs", probs)
+    _check_law("target", target)
     if eps > 0:
         logp = torch.log(probs + eps)
     else:
@@ -101,6 +135,7 @@ def flat_gradient(
     eps: float = 0.0,
 ) -> torch.Tensor:
     """Gradient of the mean :func:`next_token_loss` over the batch, flattened; ``(P,)``."""
+    tokens, target = _check_batch(model, tokens, target)
     params = _params(model)
     loss = next_token_loss(model(tokens), target, eps=eps)
     grads = torch.autograd.grad(loss, params, allow_unused=True)
@@ -111,6 +146,7 @@ def gradient_blocks(
     model: nn.Module, tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 0.0
 ) -> dict[str, float]:
     """Norm of the mean-loss gradient for each named parameter (e.g. ``A1, V1, Q2, K2``)."""
+    tokens, target = _check_batch(model, tokens, target)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if not named:
         raise ValueError("model has no trainable parameters")
@@ -128,6 +164,7 @@ def lemma31_gradient(model: nn.Module, tokens: torch.Tensor, target: torch.Tenso
     tokens with ``p_θ[s] = 0`` (absent from the sequence) have zero score. Agrees with
     :func:`flat_gradient` (``eps = 0``) because ``Σ_s ∂ p_θ[s] = 0`` on the simplex.
     """
+    tokens, target = _check_batch(model, tokens, target)
     params = _params(model)
     probs = model(tokens)  # (B, S)
     safe = torch.where(probs > 0, probs, torch.ones_like(probs))
@@ -182,6 +219,7 @@ def gradient_norm(
     :class:`GradientNorm`. ``eps = 0`` gives the exact gradient of the population loss
     (see :func:`next_token_loss`).
     """
+    tokens, target = _check_batch(model, tokens, target)
     B = tokens.shape[0]
     if B < 2:
         raise ValueError(f"need at least 2 sequences to split into halves; got {B}")
@@ -218,13 +256,12 @@ def sequence_law(
     ``tokens`` ``(S^T, T)``, their probabilities ``(S^T,)`` and the next-token law after
     the last position ``(S^T, S)``. ``start`` as in :mod:`ccmc_lite.ngram`.
     """
-    P = as_tensor("P", P, dtype=torch.float64)
+    P = check_prob_vector("P", P)
     S = int(P.shape[-1])
     n = P.ndim
-    T = check_int("T", T, minimum=n)
+    T = check_size("T", T, minimum=n)
     start = check_choice("start", start, ("uniform", "stationary"))
-    if S**T > 2_000_000:
-        raise ValueError(f"S^T = {S**T} sequences is too many to enumerate (limit 2e6)")
+    check_power("S^T sequences to enumerate", S, T, limit=2_000_000)
     flat = flatten_transitions(P.unsqueeze(0), S, n)[0]  # (H, S)
     tokens = torch.tensor(list(itertools.product(range(S), repeat=T)), dtype=torch.long)
     m = n - 1
@@ -257,8 +294,9 @@ class SuffixModel(nn.Module):
 
     def __init__(self, S: int, suffix_len: int) -> None:
         super().__init__()
-        self.S = check_int("S", S, minimum=2)
-        self.L = check_int("suffix_len", suffix_len, minimum=0)
+        self.S = check_size("S", S, minimum=2)
+        self.L = check_size("suffix_len", suffix_len, minimum=0)
+        check_power("S^suffix_len", self.S, self.L)
         self.W = nn.Parameter(torch.zeros(self.S**self.L, self.S, dtype=torch.float64))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -274,7 +312,14 @@ def suffix_law(
 
     Returns ``(S^L, S)``; suffixes of probability zero get the uniform row.
     """
-    L = check_int("L", L, minimum=0)
+    S = check_size("S", S, minimum=2)
+    L = check_size("L", L, minimum=0)
+    check_power("S^L suffixes", S, L)
+    tokens = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
+    prob = check_prob_vector("prob", prob)
+    nxt = _check_law("nxt", nxt, rows=tokens.shape[0])
+    if prob.shape != (tokens.shape[0],):
+        raise ValueError(f"prob must have shape ({tokens.shape[0]},); got {tuple(prob.shape)}")
     code = (
         history_codes(tokens, S, L)[:, -1] if L else torch.zeros(tokens.shape[0], dtype=torch.long)
     )
@@ -293,7 +338,8 @@ def statistical_term(batch: NGramBatch, k: int, *, start: str = "uniform") -> fl
     the k-gram estimator with the paper's boundary convention and back-off when nothing
     matches); ``p_τ(·|suffix)`` is exact (:func:`ccmc_lite.ngram.suffix_conditional`).
     """
-    k = check_int("k", k, minimum=1)
+    check_instance("batch", batch, NGramBatch)
+    k = check_size("k", k, minimum=1)
     P = batch.transitions
     S = int(P.shape[-1])
     n = P.ndim - 1
@@ -309,9 +355,19 @@ def theorem42_trend(
     c: np.ndarray | float, T: np.ndarray | float, stat: np.ndarray | float, a: float, b: float
 ) -> np.ndarray:
     """``a √c · stat + b · T √c e^{-c}``: the two terms of Thm. 4.2 with constants ``a, b``."""
-    c = np.asarray(c, dtype=float)
-    T = np.asarray(T, dtype=float)
-    return a * np.sqrt(c) * np.asarray(stat, dtype=float) + b * T * np.sqrt(c) * np.exp(-c)
+    c, T = (_check_positive(n, v, zero=False) for n, v in (("c", c), ("T", T)))
+    stat = _check_positive("stat", stat)
+    a = check_float("a", a)
+    b = check_float("b", b)
+    return a * np.sqrt(c) * stat + b * T * np.sqrt(c) * np.exp(-c)
+
+
+def _check_positive(name: str, value: Any, *, zero: bool = True) -> np.ndarray:
+    """Finite, non-negative numbers (positive with ``zero=False``) as a float array."""
+    arr = as_tensor(name, value).numpy()
+    if np.any(arr < 0) or (not zero and np.any(arr == 0)):
+        raise ValueError(f"{name} must be {'non-negative' if zero else 'positive'}")
+    return arr
 
 
 def fit_theorem42(
@@ -323,7 +379,12 @@ def fit_theorem42(
     non-negative least squares on *relative* errors (each row divided by the measured
     norm), so that small and large norms count alike.
     """
-    c, T, stat, g = (np.asarray(v, dtype=float).ravel() for v in (c, T, stat, grad_norm))
+    c, T, stat, g = (
+        _check_positive(n, v).ravel()
+        for n, v in (("c", c), ("T", T), ("stat", stat), ("grad_norm", grad_norm))
+    )
+    if c.size == 0:
+        raise ValueError("c, T, stat and grad_norm must not be empty")
     if not (c.shape == T.shape == stat.shape == g.shape):
         raise ValueError("c, T, stat and grad_norm must have the same length")
     if np.any(g <= 0):
@@ -386,6 +447,10 @@ def exact_population_gradient(
     model: nn.Module, tokens: torch.Tensor, prob: torch.Tensor, nxt: torch.Tensor
 ) -> torch.Tensor:
     """``∇ Σ_x p(x) CE(p(·|x), p_θ(x))`` for an enumerated law (:func:`sequence_law`); ``(P,)``."""
+    tokens, nxt = _check_batch(model, tokens, nxt, "nxt")
+    check_prob_vector("prob", prob)
+    if tuple(prob.shape) != (tokens.shape[0],):
+        raise ValueError(f"prob must have shape ({tokens.shape[0]},); got {tuple(prob.shape)}")
     params = _params(model)
     loss = (prob * next_token_loss(model(tokens), nxt, eps=0.0, reduction="none")).sum()
     grads = torch.autograd.grad(loss, params, allow_unused=True)

@@ -25,12 +25,23 @@ Shapes: ``B`` batch, ``T`` positions, ``H`` first-layer heads, ``d`` embedding w
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
 
-from ..core.validation import as_tensor, check_choice, check_float, check_int, check_tokens
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+    check_model_tokens,
+    check_size,
+    check_tokens,
+    is_traced,
+)
 
 __all__ = [
     "AttentionOnlyTransformer",
@@ -48,6 +59,11 @@ __all__ = [
 
 def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     """Row-wise softmax over keys ``j <= i`` of the last two axes (masked softmax σ, Sec. 2.3)."""
+    check_instance("scores", scores, torch.Tensor)
+    if scores.ndim < 2 or scores.shape[-1] != scores.shape[-2]:
+        raise ValueError(f"scores must have shape (..., T, T); got {tuple(scores.shape)}")
+    if not is_traced(scores) and bool((torch.isnan(scores) | (scores == float("inf"))).any()):
+        raise ValueError("scores must not contain NaN or +inf (-inf masks a key)")
     T = scores.shape[-1]
     mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
@@ -107,10 +123,10 @@ class SimplifiedTransformer(nn.Module):
         init_scale: float = 1.0,
     ) -> None:
         super().__init__()
-        self.S = check_int("S", S, minimum=2)
-        self.T = check_int("T", T, minimum=1)
-        self.H = check_int("n_heads", n_heads, minimum=0)
-        self.d = self.S if d is None else check_int("d", d, minimum=self.S)
+        self.S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+        self.T = check_size("T", T, minimum=1)
+        self.H = check_size("n_heads", n_heads, minimum=0, limit=1024)
+        self.d = self.S if d is None else check_size("d", d, minimum=self.S)
         init_scale = check_float("init_scale", init_scale, minimum=0.0)
         D = (self.H + 1) * self.d
         self.D = D
@@ -143,6 +159,7 @@ class SimplifiedTransformer(nn.Module):
         position per sequence (keys after it are masked, so later tokens are ignored);
         ``all_positions=True`` returns ``(B, T', S)``, the prediction after every position.
         """
+        tokens = check_model_tokens("tokens", tokens, self)
         if all_positions:
             r1 = self.first_layer(tokens)  # (B, T', D)
             keys = r1 @ self.K2.T  # (B, T', D)
@@ -228,12 +245,12 @@ class AttentionOnlyTransformer(nn.Module):
         init_scale: float = 1.0,
     ) -> None:
         super().__init__()
-        self.S = check_int("S", S, minimum=2)
-        self.T = check_int("T", T, minimum=1)
+        self.S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+        self.T = check_size("T", T, minimum=1)
         self.embedding = check_choice("embedding", embedding, ("onehot", "learned"))
         if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence) or not heads:
             raise ValueError(f"heads must be a non-empty sequence of ints; got {heads!r}")
-        self.heads = tuple(check_int("heads entry", h, minimum=1) for h in heads)
+        self.heads = tuple(check_size("heads entry", h, minimum=1, limit=1024) for h in heads)
         init_scale = check_float("init_scale", init_scale, minimum=0.0)
         if self.embedding == "onehot":
             if d is not None and d != S + T:
@@ -241,7 +258,7 @@ class AttentionOnlyTransformer(nn.Module):
             self.d = S + T
             self.register_buffer("onehot_table", torch.eye(self.d))
         else:
-            self.d = S + T if d is None else check_int("d", d, minimum=1)
+            self.d = S + T if d is None else check_size("d", d, minimum=1)
             self.wte = nn.Parameter(torch.randn(S, self.d) / math.sqrt(self.d))
             self.wpe = nn.Parameter(torch.randn(T, self.d) / math.sqrt(self.d))
         sd = init_scale / math.sqrt(self.d)
@@ -288,6 +305,7 @@ class AttentionOnlyTransformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Next-token probabilities after the last position, ``(B, S)``."""
+        tokens = check_model_tokens("tokens", tokens, self)
         r = self.embed(tokens)
         layers = list(zip(self.Q, self.K, self.V, strict=True))
         for Q, K, V in layers[:-1]:
@@ -308,8 +326,8 @@ def offsets_for_k(k: int, n_heads: int) -> tuple[int | None, ...]:
 
     This is the assignment of eqs. (8a)–(8b); ``None`` marks a deactivated head.
     """
-    k = check_int("k", k, minimum=1)
-    n_heads = check_int("n_heads", n_heads, minimum=0)
+    k = check_size("k", k, minimum=1)
+    n_heads = check_size("n_heads", n_heads, minimum=0, limit=1024)
     if k - 1 > n_heads:
         raise ValueError(f"k must be <= n_heads + 1 = {n_heads + 1}; got k={k}")
     return tuple(h if h <= k - 1 else None for h in range(1, n_heads + 1))
@@ -338,10 +356,10 @@ def _construction(
     query_blocks: Sequence[int] | None = None,
     compare: set[int] | None = None,
 ) -> dict[str, torch.Tensor]:
-    S = check_int("S", S, minimum=2)
-    T = check_int("T", T, minimum=1)
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    T = check_size("T", T, minimum=1)
     c = _check_c(c)
-    d = S if d is None else check_int("d", d, minimum=S)
+    d = S if d is None else check_size("d", d, minimum=S)
     H = len(offsets)
     D = (H + 1) * d
     E = _orthonormal_embedding(S, d)  # (S, d), rows s_j
@@ -418,7 +436,7 @@ def theta_star_all_heads(
     ``K_2 = √c Σ_j Σ_h s_j^h (s_j^h)^T``). The score of a matching key is
     ``c^{3/2} H`` and ``p_θ`` tends to the bigram estimator.
     """
-    n_heads = check_int("n_heads", n_heads, minimum=1)
+    n_heads = check_size("n_heads", n_heads, minimum=1, limit=1024)
     c = _check_c(c)
     return _construction(
         (1,) * n_heads, S=S, T=T, c=c, d=d, value_scale=math.sqrt(c), query_blocks=(0,) * n_heads
@@ -442,7 +460,7 @@ def theta_star_subset(
     ``K_2 = √c Σ_{h∈N} Σ_j s_j^h (s_j^h)^T``. As ``c -> ∞`` the output is
     :func:`construction_limit` with ``offsets = N``.
     """
-    n_heads = check_int("n_heads", n_heads, minimum=1)
+    n_heads = check_size("n_heads", n_heads, minimum=1, limit=1024)
     offs = sorted({check_int("offsets entry", o, minimum=1, maximum=n_heads) for o in offsets})
     if not offs:
         raise ValueError("offsets must not be empty (the empty history is theta_star(1, ...))")
@@ -454,6 +472,7 @@ def load_parameters(model: SimplifiedTransformer, params: dict[str, torch.Tensor
     """Copy a construction into ``model`` (shapes are checked; gradients stay enabled)."""
     if not isinstance(model, SimplifiedTransformer):
         raise TypeError(f"model must be a SimplifiedTransformer; got {type(model).__name__}")
+    check_instance("params", params, Mapping)
     named = dict(model.named_parameters())
     missing = set(named) - set(params)
     if missing:
@@ -479,14 +498,14 @@ def construction_limit(tokens: torch.Tensor, S: int, offsets: Sequence[int | Non
     (a boundary effect that vanishes as ``T`` grows); when none does it backs off to the
     best partial matches. Returns ``(B, S)`` for the token after the last position.
     """
-    S = check_int("S", S, minimum=2)
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     x = check_tokens("tokens", tokens, S, ndim=2)
     B, T = x.shape
     score = torch.zeros(B, T, dtype=torch.long)
     pos = torch.arange(T)
     active = [o for o in offsets if o is not None]
     for o in active:
-        o = check_int("offset", o, minimum=1)
+        o = check_size("offset", o, minimum=1)
         key_tok = x[:, torch.clamp(pos - o, min=0)]  # (B, T): token copied at key i
         q_idx = T - 1 - (o - 1)
         query_tok = x[:, max(q_idx, 0)]  # x_{T+1-o} (0-based T-o)

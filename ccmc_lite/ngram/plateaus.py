@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..core.validation import as_tensor, check_float, check_int
+from ..core.validation import as_tensor, check_float, check_instance, check_int, check_size
 
 __all__ = [
     "Plateau",
@@ -74,10 +74,14 @@ def _as_1d(name: str, x) -> np.ndarray:
 
 def moving_average(x, window: int) -> np.ndarray:
     """Trailing moving average over ``window`` steps (shorter at the start); same length."""
-    v = _as_1d("x", x)
-    window = check_int("window", window, minimum=1)
+    return _moving_average("x", x, window)
+
+
+def _moving_average(name: str, x, window: int) -> np.ndarray:
+    v = _as_1d(name, x)
+    window = check_size("window", window, minimum=1)
     if not np.all(np.isfinite(v)):
-        raise ValueError("x must be finite")
+        raise ValueError(f"{name} must be finite (no NaN or inf)")
     c = np.concatenate([[0.0], np.cumsum(v)])
     idx = np.arange(1, v.size + 1)
     lo = np.maximum(idx - window, 0)
@@ -117,11 +121,11 @@ def detect_plateaus(
     list of Plateau
         In order of time.
     """
-    g = moving_average(grad_norm, window)
-    lo = moving_average(loss, window)
+    g = _moving_average("grad_norm", grad_norm, window)
+    lo = _moving_average("loss", loss, window)
     if g.shape != lo.shape:
         raise ValueError(f"grad_norm and loss must have the same length; got {g.size}, {lo.size}")
-    min_length = check_int("min_length", min_length, minimum=1)
+    min_length = check_size("min_length", min_length, minimum=1)
     if threshold is None:
         rel = check_float("rel_threshold", rel_threshold, minimum=0.0, open_lower=True)
         quiet = g[window:] if g.size > window else g
@@ -153,6 +157,7 @@ def detect_plateaus(
 def nearest_level(value: float, levels: Mapping[str, float]) -> tuple[str, float]:
     """The reference level closest to ``value``: ``(name, level)``."""
     value = check_float("value", value)
+    check_instance("levels", levels, Mapping)
     if not levels:
         raise ValueError("levels must not be empty")
     name = min(levels, key=lambda k: abs(float(levels[k]) - value))
@@ -165,7 +170,7 @@ def escape_step(loss, level: float, *, window: int = 1) -> int:
     Used to time the stages: e.g. the step at which a run leaves the bigram plateau is the
     first step below the midpoint between the bigram and trigram levels.
     """
-    lo = moving_average(loss, window)
+    lo = _moving_average("loss", loss, window)
     level = check_float("level", level)
     below = np.nonzero(lo < level)[0]
     return int(below[0]) if below.size else -1
@@ -198,7 +203,7 @@ def formation_step(steps, weights, threshold: float = 0.3) -> int:
     Returns ``-1`` if it never does (the run is *censored* at the last step).
     """
     s = _as_1d("steps", steps)
-    w = _as_1d("weights", weights)
+    w = as_tensor("weights", weights, ndim=1).numpy()
     if s.shape != w.shape:
         raise ValueError(f"steps and weights must have the same length; got {s.size}, {w.size}")
     threshold = check_float("threshold", threshold, minimum=0.0, maximum=1.0)
@@ -216,7 +221,11 @@ def first_offsets(
     weight on some offset in ``offsets`` exceeds ``threshold`` (ties: the larger weight),
     or ``(0, -1)`` if none does.
     """
-    s = [int(v) for v in steps]
+    s = [int(v) for v in _as_1d("steps", steps)]
+    if not isinstance(A1_by_step, (list, tuple, torch.Tensor, np.ndarray)):
+        raise TypeError(
+            f"A1_by_step must be a sequence of tensors; got {type(A1_by_step).__name__}"
+        )
     if len(s) != len(A1_by_step):
         raise ValueError("steps and A1_by_step must have the same length")
     threshold = check_float("threshold", threshold, minimum=0.0, maximum=1.0)

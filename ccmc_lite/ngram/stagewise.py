@@ -19,7 +19,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ..core.validation import as_tensor, check_float, check_int
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_float,
+    check_instance,
+    check_int,
+    check_prob_vector,
+    check_size,
+)
 from .data import NGramTask, log_uniform, sample_urn
 from .estimators import cross_entropy, kgram_estimator
 from .landscape import next_token_loss
@@ -74,7 +82,7 @@ class NGramStream:
         if not isinstance(task, NGramTask):
             raise TypeError(f"task must be an NGramTask; got {type(task).__name__}")
         self.task = task
-        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.batch_size = check_size("batch_size", batch_size, minimum=1)
         self.chunk = check_int("chunk", chunk, minimum=1)
         self.alpha = None
         if alpha is not None:
@@ -139,7 +147,7 @@ def make_loss_fn(eps: float = 1e-8) -> Callable:
 
 def make_test_set(task: NGramTask, size: int, *, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A fixed test set: ``size`` sequences and the true law of their next token."""
-    size = check_int("size", size, minimum=1)
+    size = check_size("size", size, minimum=1)
     tokens, target = sample_urn(task, (size,), seed=seed)
     return tokens, target
 
@@ -153,6 +161,13 @@ def make_eval_fn(
     """
     eps = check_float("eps", eps, minimum=0.0, open_lower=True)
     chunk = check_int("chunk", chunk, minimum=1)
+    tokens = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
+    check_instance("target", target, torch.Tensor)
+    check_prob_vector("target", target, atol=1e-4)
+    if target.ndim != 2 or target.shape[0] != tokens.shape[0]:
+        raise ValueError(
+            f"target must have shape ({tokens.shape[0]}, S); got {tuple(target.shape)}"
+        )
     N = tokens.shape[0]
 
     def eval_fn(model, step):
@@ -181,9 +196,9 @@ def kgram_levels(
     Returns ``{"uniform": log S, "1-gram": ..., "2-gram": ..., ...}`` in nats on the given
     test set (the dashed lines of Varre et al. 2025, Figs. 1 and 3a).
     """
-    S = check_int("S", S, minimum=2)
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     levels = {"uniform": log_uniform(S)}
-    y = target.to(torch.float64)
+    y = check_prob_vector("target", target, atol=1e-4)
     for k in ks:
         pred = kgram_estimator(tokens, S, int(k), smoothing=smoothing)
         levels[f"{int(k)}-gram"] = float(cross_entropy(pred, y).mean())
@@ -204,11 +219,13 @@ def plot_attention_maps(
     """
     from ..core.plotting import heatmap
 
+    if not isinstance(axes, Sequence | np.ndarray) or isinstance(axes, str):
+        raise TypeError(f"axes must be a sequence of matplotlib Axes; got {type(axes).__name__}")
     att = as_tensor("att", att, dtype=torch.float64, ndim=3)
     H, T = att.shape[0], att.shape[-1]
     if len(axes) != H:
         raise ValueError(f"axes must have one entry per head ({H}); got {len(axes)}")
-    lo = 0 if last is None else max(T - check_int("last", last, minimum=1), 0)
+    lo = 0 if last is None else max(T - check_size("last", last, minimum=1), 0)
     ticks = list(range(lo, T))
     for h, ax in enumerate(axes):
         heatmap(
@@ -239,7 +256,11 @@ def checkpoint_gradient_norms(
     """
     from .landscape import gradient_norm
 
-    every = check_int("every", every, minimum=1)
+    every = check_size("every", every, minimum=1)
+    if not isinstance(getattr(result, "checkpoints", None), dict):
+        raise TypeError(
+            f"result must be a TrainResult with checkpoints; got {type(result).__name__}"
+        )
     steps = sorted(result.checkpoints)[::every]
     if not steps:
         raise ValueError("the training result has no checkpoints")
