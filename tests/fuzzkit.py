@@ -1211,6 +1211,113 @@ def build_table() -> list[Entry]:
     )
     add(E("lens.conditional_entropy", a(joint, "array", "joint")))
     add(E("lens.ngram_levels", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
+    # --- added with the Part I-III corrections (issue 12)
+    add(
+        E(
+            "ccmc.collapse_census",
+            a([P3], "obj", "Ps"),
+            a(20, "int", "length"),
+            n_traj=a(4, "int"),
+            seed=a(0, "seed"),
+            tv=a(0.1, "prob"),
+        )
+    )
+    times = np.array([10.0, 20.0, 40.0])
+    add(
+        E(
+            "ccmc.collapse_lower_bound",
+            a(0.3, "prob"),
+            a(times, "array", "t", shape=False),
+            prompt_length=a(2, "int"),
+            prompt_weak=a(1, "int"),
+        )
+    )
+    fixed = ccmc.stable_fixed_points(P3)
+    add(
+        E(
+            "ccmc.stable_fixed_points",
+            a(P3, "stoch"),
+            steps=a(50, "int"),
+            dt=a(0.5, "pos"),
+            tol=a(1e-7, "pos"),
+        )
+    )
+    add(E("ccmc.interior_rates", a(P3, "stoch"), a(fixed[0][1], "probvec", "m"), h=a(1e-6, "pos")))
+    add(E("ccmc.mle_exists", a(pop, "obj", "data")))
+    add(E("ccmc.near_stability_boundary", a(P3, "stoch"), a(0.05, "pos", "delta")))
+    add(
+        E(
+            "ccmc.weak_frequency_exact",
+            a(0.3, "prob"),
+            a(30, "int", "length"),
+            prompt=a([0, 1], "tokens", K=2),
+        )
+    )
+    pos = torch.randn(8, 4, dtype=torch.float64) * 0.1
+    add(
+        E(
+            "markov.layer_norm_unigram_hessian",
+            a(0.3, "prob"),
+            a(0.4, "prob"),
+            a(pos, "array", "pos"),
+            tied=a(True, "bool"),
+            eps=a(1e-5, "pos"),
+        )
+    )
+    add(
+        E(
+            "markov.threshold_bracket",
+            a(np.array([0.6, 0.65, 0.7]), "array", "ps"),
+            a(np.array([[0.9, 0.8], [0.6, 0.4], [0.1, 0.0]]), "array", "gaps"),
+            level=a(0.5, "real"),
+        )
+    )
+    add(E("ngram.Stage", a(0), a(10), a(1.0), a("bigram")))
+    add(E("ngram.absent_mass", a(tok, "tokens", K=3), a(target, "probvec", "target"), a(3, "int")))
+    Ts = np.array([8.0, 16.0, 32.0, 64.0])
+    add(
+        E(
+            "ngram.decay_fits",
+            a(Ts, "array", "T", shape=False),
+            a(np.array([0.5, 0.25, 0.12, 0.06]), "array", "values", shape=False),
+        )
+    )
+    stair = np.concatenate([np.full(10, 1.6), np.linspace(1.6, 1.5, 5), np.full(10, 1.5)])
+    add(
+        E(
+            "ngram.detect_stages",
+            a(stair, "array", "loss", shape=False),
+            window=a(1, "int"),
+            span=a(5, "int", min=2),
+            tol=a(0.005, "pos"),
+            min_points=a(3, "int"),
+            min_separation=a(0.02, "nonneg"),
+        )
+    )
+    stages = ngram.detect_stages(stair)
+    ck = np.arange(0, 25 * 10, 10)
+    w1s, w2s = np.full((25, 2), 0.5), np.zeros((25, 2))
+    add(
+        E(
+            "ngram.label_stages",
+            a(stages, "obj", "stages"),
+            a(ck, "array", "steps", shape=False),
+            a(w1s, "array", "w1"),
+            a(w2s, "array", "w2"),
+            threshold=a(0.3, "prob"),
+        )
+    )
+    add(
+        E(
+            "ngram.histogram_levels",
+            a(tok, "tokens", K=3),
+            a(target, "probvec", "target"),
+            a(3, "int"),
+            a((1, 2), "obj", "ks"),
+            eps=a(1e-8, "pos"),
+        )
+    )
+    add(E("ngram.unmatched_mass", a(batch, "obj", "batch"), a(2, "int", "k")))
     return T
 
 

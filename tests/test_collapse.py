@@ -296,5 +296,7 @@ def test_interior_rates():
     # K = 2 with P = [[0, 1], [1, 0]]: mu(m) = (1/2, 1/2) for every interior m -> rate -1
     swap = torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=torch.float64)
     np.testing.assert_allclose(interior_rates(swap, [0.5, 0.5]).real, [-1.0], atol=1e-6)
-    with pytest.raises(ValueError, match="m must be"):
+    with pytest.raises(ValueError, match="m must sum to 1"):
         interior_rates(Z, [0.0] * 6)
+    with pytest.raises(ValueError, match=r"m must have shape \(6,\)"):
+        interior_rates(Z, [0.5, 0.5])

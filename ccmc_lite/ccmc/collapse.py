@@ -17,6 +17,7 @@ m^*_i P_{ij} / \\sum_{k\\in S} m^*_k P_{ik}` (:func:`~ccmc_lite.ccmc.predicted_d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,16 +28,20 @@ from ..core.seeding import torch_generator
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
+    check_elements,
     check_float,
     check_instance,
     check_int,
+    check_prob_vector,
     check_probability,
     check_seed,
     check_size,
+    check_tokens,
 )
 from .chain import check_transition
 
 __all__ = [
+    "WEAK_FREQUENCY_MAX_LENGTH",
     "binary_collapse_chain",
     "collapse_census",
     "collapse_explorer",
@@ -130,6 +135,10 @@ def weak_weak_exponent(p: Any) -> Any:
     return 1 - 2 * q
 
 
+#: Longest ``length`` :func:`weak_frequency_exact` accepts (its work grows like ``length^2``).
+WEAK_FREQUENCY_MAX_LENGTH = 100_000
+
+
 def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
     """Exact :math:`\\mathbb E[m(X_t)_{\\text{weak}}]` for the chain of Lemma 5.3 (dynamic program).
 
@@ -154,14 +163,13 @@ def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.nda
         ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is :math:`\\mathbb E[m(X_t)_1]` at sequence
         length ``t`` for ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
     """
-    p_arr = np.atleast_1d(np.asarray(p, dtype=float))
-    if p_arr.ndim != 1:
-        raise ValueError(f"p must be a scalar or a 1-D array; got shape {p_arr.shape}")
+    p_arr = np.atleast_1d(as_tensor("p", p, ndim=(0, 1)).numpy())
     collapse_exponent(p_arr)  # validates 0 < p <= 1/2
-    length = check_int("length", length, minimum=1)
-    toks = [int(v) for v in np.asarray(prompt).ravel()]
-    if not toks or any(v not in (0, 1) for v in toks) or len(set(toks)) != 2:
-        raise ValueError(f"prompt must contain both tokens 0 and 1, nothing else; got {prompt!r}")
+    # O(length^2) work and an (n_p, length) table: 10^5 tokens take minutes already
+    length = check_size("length", length, limit=WEAK_FREQUENCY_MAX_LENGTH)
+    toks = check_tokens("prompt", prompt, 2, ndim=1).tolist()
+    if len(set(toks)) != 2:
+        raise ValueError(f"prompt must contain both tokens 0 and 1; got {prompt!r}")
     L0, S0 = len(toks), sum(toks)
     T = L0 + length
     n = p_arr.shape[0]
@@ -430,7 +438,8 @@ def stable_fixed_points(
     K = P.shape[0]
     if K > 10:
         raise ValueError(f"stable_fixed_points enumerates 2^K faces; K={K} > 10 is too many")
-    steps = check_int("steps", steps, minimum=1)
+    steps = check_size("steps", steps)
+    check_elements("steps * 2^K", steps * 2**K, limit=10**8)  # Euler steps x faces
     dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
     tol = check_float("tol", tol, minimum=0.0, open_lower=True)
     faces = torch.tensor(
@@ -521,11 +530,15 @@ def collapse_census(
     """
     from .chain import sample_trajectories
 
-    chains = [check_transition(P) for P in Ps]
+    if isinstance(Ps, (str, bytes, torch.Tensor, np.ndarray)) or not isinstance(Ps, Sequence):
+        raise TypeError(f"Ps must be a list of (K, K) chains; got {type(Ps).__name__}")
+    chains = [check_transition(P, name=f"Ps[{i}]") for i, P in enumerate(Ps)]
     if not chains:
         raise ValueError("Ps must contain at least one chain")
-    length = check_int("length", length, minimum=1)
-    n_traj = check_int("n_traj", n_traj, minimum=1)
+    length = check_size("length", length)
+    n_traj = check_size("n_traj", n_traj)
+    K_max = max(P.shape[0] for P in chains)
+    check_elements("len(Ps) * n_traj * length * K", len(chains) * n_traj * length * K_max)
     tv = check_float("tv", tv, minimum=0.0, maximum=1.0, open_lower=True)
     finals: dict[int, torch.Tensor] = {}
     for K in sorted({P.shape[0] for P in chains}):
@@ -609,9 +622,9 @@ def interior_rates(P: Any, m: Any, *, h: float = 1e-6) -> np.ndarray:
         vertex).
     """
     P = check_transition(P)
-    m = as_tensor("m", m, dtype=torch.float64, ndim=1)
-    if m.shape[0] != P.shape[0] or bool((m < 0).any()) or float(m.sum()) <= 0:
-        raise ValueError(f"m must be {P.shape[0]} non-negative weights, not all zero")
+    m = check_prob_vector("m", m)
+    if m.shape != (P.shape[0],):
+        raise ValueError(f"m must have shape ({P.shape[0]},); got {tuple(m.shape)}")
     h = check_float("h", h, minimum=0.0, maximum=1e-2, open_lower=True)
     S = (m > 0).nonzero().flatten()
     n = len(S)

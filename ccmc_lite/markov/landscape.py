@@ -34,6 +34,7 @@ from ..core.chains import stationary_distribution
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
+    check_bool,
     check_choice,
     check_float,
     check_int,
@@ -386,7 +387,8 @@ def layer_norm_unigram_hessian(
     p = check_probability("p", p)
     q = check_probability("q", q)
     pos = as_tensor("pos", pos, ndim=2).detach().to(torch.float64)
-    eps = check_float("eps", eps, minimum=0.0)
+    tied = check_bool("tied", tied)
+    eps = check_float("eps", eps, minimum=0.0, open_lower=True)
     N, d = pos.shape
     gain = torch.ones(d) if weight is None else as_tensor("weight", weight, ndim=1)
     shift = torch.zeros(d) if bias is None else as_tensor("bias", bias, ndim=1)

@@ -406,6 +406,7 @@ def unmatched_mass(batch: NGramBatch, k: int) -> torch.Tensor:
     """
     from .estimators import kgram_counts
 
+    check_instance("batch", batch, NGramBatch)
     k = check_int("k", k, minimum=2)
     tokens = batch.tokens
     S = int(batch.transitions.shape[-1])

@@ -20,11 +20,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..core.validation import as_tensor, check_float, check_instance, check_int, check_size
+from ..core.validation import (
+    DEFAULT_LIMITS,
+    as_tensor,
+    check_float,
+    check_instance,
+    check_int,
+    check_prob_vector,
+    check_size,
+    check_tokens,
+)
 
 __all__ = [
     "Plateau",
@@ -309,16 +319,16 @@ def detect_stages(
     list of Stage
         In order of time, unlabelled.
     """
-    y = moving_average(loss, window)
+    y = _moving_average("loss", loss, window)
     n = y.size
-    x = np.arange(n) if steps is None else _as_1d("steps", steps)
+    x = np.arange(n) if steps is None else as_tensor("steps", steps, ndim=1).numpy()
     if x.shape != y.shape:
         raise ValueError(f"steps and loss must have the same length; got {x.size}, {n}")
     if n > 1 and not np.all(np.diff(x) > 0):
         raise ValueError("steps must be strictly increasing")
-    span = check_int("span", span, minimum=2)
+    span = check_size("span", span, minimum=2, limit=max(n, 2))  # at most the whole series
     tol = check_float("tol", tol, minimum=0.0, open_lower=True)
-    min_points = check_int("min_points", min_points, minimum=1)
+    min_points = check_size("min_points", min_points, limit=max(n, 1))
     min_separation = check_float("min_separation", min_separation, minimum=0.0)
     half_lo, half_hi = (span - 1) // 2, span // 2
     flat = np.zeros(n, dtype=bool)
@@ -358,9 +368,13 @@ def label_stages(stages: list[Stage], steps, w1, w2, *, threshold: float = 0.3) 
     is ``"trigram"`` if some head puts more than ``threshold`` on offset 2, else
     ``"bigram"`` if some head does on offset 1, else ``"uniform"``.
     """
-    s = _as_1d("steps", steps)
-    a1 = np.asarray(w1, dtype=float)
-    a2 = np.asarray(w2, dtype=float)
+    if not isinstance(stages, (list, tuple)):
+        raise TypeError(f"stages must be a list of Stage; got {type(stages).__name__}")
+    for i, st in enumerate(stages):
+        check_instance(f"stages[{i}]", st, Stage)
+    s = as_tensor("steps", steps, ndim=1).numpy()
+    a1 = as_tensor("w1", w1, ndim=2).numpy()
+    a2 = as_tensor("w2", w2, ndim=2).numpy()
     if a1.ndim != 2 or a1.shape != a2.shape or a1.shape[0] != s.size:
         raise ValueError(
             f"w1 and w2 must both have shape (n_ckpt, H) with n_ckpt = {s.size}; "
@@ -385,6 +399,18 @@ def _tokens_present(tokens: torch.Tensor, S: int) -> torch.Tensor:
     return present.scatter_(-1, tokens, True)
 
 
+def _check_sequences_and_targets(
+    tokens: Any, target: Any, S: Any
+) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(B, T)`` tokens in ``[0, S)`` and ``(B, S)`` next-token laws, checked together."""
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    tok = check_tokens("tokens", tokens, S, ndim=2)
+    tgt = check_prob_vector("target", target)
+    if tgt.shape != (tok.shape[0], S):
+        raise ValueError(f"target must have shape ({tok.shape[0]}, {S}); got {tuple(tgt.shape)}")
+    return tok, tgt, S
+
+
 def absent_mass(tokens: torch.Tensor, target: torch.Tensor, S: int) -> torch.Tensor:
     """Per sequence, the true next-token mass on tokens absent from the sequence.
 
@@ -394,13 +420,7 @@ def absent_mass(tokens: torch.Tensor, target: torch.Tensor, S: int) -> torch.Ten
     ``tokens``: ``(B, T)`` in ``[0, S)``; ``target``: ``(B, S)`` true next-token laws.
     Returns ``(B,)`` (float64).
     """
-    S = check_int("S", S, minimum=2)
-    tok = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
-    tgt = as_tensor("target", target, dtype=torch.float64, ndim=2)
-    if tgt.shape != (tok.shape[0], S):
-        raise ValueError(f"target must have shape ({tok.shape[0]}, {S}); got {tuple(tgt.shape)}")
-    if bool(((tok < 0) | (tok >= S)).any()):
-        raise ValueError(f"tokens must lie in [0, {S})")
+    tok, tgt, S = _check_sequences_and_targets(tokens, target, S)
     return (tgt * (~_tokens_present(tok, S)).double()).sum(-1)
 
 
@@ -425,19 +445,17 @@ def histogram_levels(
     """
     from .estimators import kgram_counts
 
-    S = check_int("S", S, minimum=2)
-    tok = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
-    tgt = as_tensor("target", target, dtype=torch.float64, ndim=2)
-    if tgt.shape != (tok.shape[0], S):
-        raise ValueError(f"target must have shape ({tok.shape[0]}, {S}); got {tuple(tgt.shape)}")
+    tok, tgt, S = _check_sequences_and_targets(tokens, target, S)
     eps = check_float("eps", eps, minimum=0.0, open_lower=True)
     grid = np.geomspace(1e-4, 1e2, 25) if betas is None else _as_1d("betas", betas)
     if grid.size == 0 or bool((grid < 0).any()):
         raise ValueError("betas must be a non-empty array of non-negative numbers")
+    if isinstance(ks, (str, bytes)) or not isinstance(ks, (list, tuple, range, np.ndarray)):
+        raise TypeError(f"ks must be a sequence of integers >= 1; got {ks!r}")
+    ks = [check_size(f"ks[{i}]", k, limit=tok.shape[-1]) for i, k in enumerate(ks)]
     unigram = kgram_counts(tok, S, 1).double()
     out: dict[int, tuple[float, float]] = {}
     for k in ks:
-        k = check_int("k", k, minimum=1)
         counts = kgram_counts(tok, S, k).double()
         best = (float("inf"), float("nan"))
         for b in grid:
