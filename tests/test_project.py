@@ -135,6 +135,25 @@ def test_ruff_is_clean():
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_mypy_is_clean():
+    """The package type-checks under the [tool.mypy] settings of pyproject.toml.
+
+    Those settings require an annotation on every function (``disallow_untyped_defs``) and
+    check the bodies; the test fails on any error, so an unannotated or mistyped public
+    function cannot land.
+    """
+    config = _pyproject()["tool"]["mypy"]
+    assert config["disallow_untyped_defs"] and config["check_untyped_defs"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", "/dev/null"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr
+    assert "Success: no issues found" in proc.stdout
+
+
 def test_every_part_is_in_the_api_page():
     api = (ROOT / "book" / "api.md").read_text()
     parts = sorted(p.name for p in (ROOT / "ccmc_lite").iterdir() if (p / "__init__.py").is_file())

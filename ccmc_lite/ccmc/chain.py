@@ -209,8 +209,8 @@ def prompt_statistics(
         )
     if X2.shape[0] == 0:
         raise ValueError(f"{name} must not be empty; got shape {tuple(X.shape)}")
-    keys = X2[:, :-1] if variant == "cross" else X2
-    counts = torch.nn.functional.one_hot(keys, K).sum(-2).double()  # (B, K)
+    key_tokens = X2[:, :-1] if variant == "cross" else X2
+    counts = torch.nn.functional.one_hot(key_tokens, K).sum(-2).double()  # (B, K)
     return counts, X2[:, -1].clone(), single
 
 

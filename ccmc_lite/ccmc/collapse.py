@@ -932,6 +932,8 @@ def draw_collapse(P: Any, prompt: Any, length: int, *, seed: int, window: int = 
     P = check_transition(P)
     K = P.shape[0]
     traj = sample_trajectories(P, prompt, length, seed=seed)
+    if traj.tokens is None:  # keep_tokens defaults to True
+        raise RuntimeError("sample_trajectories returned no tokens")
     tokens = traj.tokens[0]
     L0 = traj.prompt_length
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.4), width_ratios=[1.6, 1])
@@ -956,7 +958,7 @@ def collapse_explorer() -> Any:
     import matplotlib.pyplot as plt
     from IPython.display import display
 
-    def show(K, mode, custom, prompt, length, seed):
+    def show(K: int, mode: str, custom: str, prompt: str, length: int, seed: int) -> None:
         try:
             P = explorer_chain(K, mode, seed=seed, custom=custom)
             toks = [int(v) for v in prompt.replace(" ", ",").split(",") if v.strip()]

@@ -270,7 +270,8 @@ def draw_cooccurrence_graph(
     for v in range(K):
         observed = bool(A[v, v])
         ax.scatter(
-            *xy[v],
+            xy[v, 0],
+            xy[v, 1],
             s=420,
             zorder=2,
             color=colour.get(v, "white") if observed else "white",
@@ -278,7 +279,7 @@ def draw_cooccurrence_graph(
             linewidth=2.5 if v == k else 1.0,
             linestyle="-" if observed else "--",
         )
-        ax.text(*xy[v], str(labels[v]), ha="center", va="center", zorder=3, fontsize=10)
+        ax.text(xy[v, 0], xy[v, 1], str(labels[v]), ha="center", va="center", zorder=3, fontsize=10)
     status = "connected" if bool(report.connected[k]) else "disconnected"
     ax.set_title(title or f"$\\mathcal{{G}}^{{({labels[k]})}}$ ({report.variant}): {status}")
     ax.set_xlim(-1.4, 1.4)

@@ -263,6 +263,8 @@ def hessian_logits(Theta: Any, data: PromptData) -> torch.Tensor:
     """
     nll_logits(Theta, data)  # validates
     _, _, H = _derivatives(torch.as_tensor(Theta, dtype=torch.float64), data, hessian=True)
+    if H is None:  # hessian=True always computes it
+        raise RuntimeError("_derivatives returned no Hessian")
     return H
 
 
@@ -293,6 +295,8 @@ def hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     if W.ndim != 2:
         raise ValueError(f"W must be a single (d, d) matrix; got shape {tuple(W.shape)}")
     _, _, H = _derivatives(_logits(W, E), data, hessian=True)
+    if H is None:  # hessian=True always computes it
+        raise RuntimeError("_derivatives returned no Hessian")
     if H.ndim != 3:
         raise ValueError("hessian_weights needs data with unbatched weights")
     K, d = E.shape
@@ -708,6 +712,8 @@ class AttentionMLE(nn.Module):
     E : array-like
         ``(K, d)`` embeddings satisfying Assumption 2.3 (stored as a buffer).
     """
+
+    E: torch.Tensor  # buffer registered in __init__
 
     def __init__(self, E: Any) -> None:
         super().__init__()

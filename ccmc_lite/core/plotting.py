@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
@@ -17,6 +17,10 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.rcsetup import cycler
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 from .validation import as_tensor, check_float, check_instance, check_size
 
@@ -44,7 +48,7 @@ PALETTE: tuple[str, ...] = (
     "#F0E442",  # yellow
 )
 
-BOOK_RC: dict[str, Any] = {
+BOOK_RC: dict[RcKeyType, Any] = {
     "figure.figsize": (6.4, 3.6),
     "figure.dpi": 100,
     "savefig.dpi": 110,
@@ -54,7 +58,7 @@ BOOK_RC: dict[str, Any] = {
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
-    "axes.prop_cycle": mpl.cycler(color=PALETTE),
+    "axes.prop_cycle": cycler(color=PALETTE),
     "axes.titlesize": 11,
     "axes.labelsize": 10,
     "legend.fontsize": 9,

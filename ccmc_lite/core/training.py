@@ -39,7 +39,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -64,6 +64,15 @@ __all__ = ["TrainConfig", "TrainResult", "lr_schedule", "over_runs", "train_runs
 
 ModelCall = Callable[..., Any]
 Batch = Any  # tensor or (nested) tuple/list/dict of tensors with leading run axis
+# what _train_batched / _train_looped return: params, buffers, loss, grad_norm, evals, checkpoints
+_RunnerOutput = tuple[
+    dict[str, torch.Tensor],
+    dict[str, torch.Tensor],
+    torch.Tensor,
+    torch.Tensor,
+    dict[str, torch.Tensor],
+    dict[int, dict[str, torch.Tensor]],
+]
 
 
 @dataclass(frozen=True)
@@ -503,19 +512,19 @@ def _stack_evals(records: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
 
 
 def _train_batched(
-    models,
-    loss_fn,
-    batch_fn,
-    eval_fn,
-    eval_data,
-    config,
-    seed,
-    dev,
-    label,
-    progress,
-    first_run,
-    n_steps,
-):
+    models: list[nn.Module],
+    loss_fn: Callable[[ModelCall, Batch], torch.Tensor],
+    batch_fn: Callable[[int, torch.Tensor, torch.Generator], Batch],
+    eval_fn: Callable[..., dict[str, torch.Tensor]] | None,
+    eval_data: Batch | None,
+    config: TrainConfig,
+    seed: int,
+    dev: torch.device,
+    label: str,
+    progress: bool,
+    first_run: int,
+    n_steps: int,
+) -> _RunnerOutput:
     n_runs = len(models)
     params, buffers = stack_module_state(models)  # name -> (R, ...), leaf tensors
     names = list(params)
@@ -579,19 +588,19 @@ def _train_batched(
 
 
 def _train_looped(
-    models,
-    loss_fn,
-    batch_fn,
-    eval_fn,
-    eval_data,
-    config,
-    seed,
-    dev,
-    label,
-    progress,
-    first_run,
-    n_steps,
-):
+    models: list[nn.Module],
+    loss_fn: Callable[[ModelCall, Batch], torch.Tensor],
+    batch_fn: Callable[[int, torch.Tensor, torch.Generator], Batch],
+    eval_fn: Callable[..., dict[str, torch.Tensor]] | None,
+    eval_data: Batch | None,
+    config: TrainConfig,
+    seed: int,
+    dev: torch.device,
+    label: str,
+    progress: bool,
+    first_run: int,
+    n_steps: int,
+) -> _RunnerOutput:
     n_runs = len(models)
     loss_hist = torch.empty(n_runs, n_steps)
     gnorm_hist = torch.empty(n_runs, n_steps)
@@ -611,10 +620,15 @@ def _train_looped(
         evals: list[dict[str, torch.Tensor]] = []
         ckpts: dict[int, dict[str, torch.Tensor]] = {}
 
-        extra = () if eval_data is None else (_slice_batch(eval_data, r),)
+        extra: tuple[Batch, ...] = () if eval_data is None else (_slice_batch(eval_data, r),)
 
         def record(
-            step: int, model=model, named=named, evals=evals, ckpts=ckpts, extra=extra
+            step: int,
+            model: nn.Module = model,
+            named: dict[str, nn.Parameter] = named,
+            evals: list[dict[str, torch.Tensor]] = evals,
+            ckpts: dict[int, dict[str, torch.Tensor]] = ckpts,
+            extra: tuple[Batch, ...] = extra,
         ) -> None:
             if eval_fn is not None and step in eval_steps:
                 with torch.no_grad():
@@ -636,7 +650,8 @@ def _train_looped(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             grads = [p.grad for p in named.values() if p.grad is not None]
-            gnorm = torch.sqrt(sum(g.pow(2).sum() for g in grads))
+            # grads is non-empty (backward() succeeded), so the sum is a tensor, never int 0
+            gnorm = torch.sqrt(cast(torch.Tensor, sum(g.pow(2).sum() for g in grads)))
             if config.grad_clip is not None:
                 scale = min(1.0, config.grad_clip / (float(gnorm) + 1e-12))
                 for g in grads:
@@ -659,14 +674,14 @@ def _train_looped(
         n: torch.stack([dict(m.named_buffers())[n].detach().cpu() for m in models])
         for n in dict(models[0].named_buffers())
     }
-    evals = {}
+    stacked: dict[str, torch.Tensor] = {}
     if eval_fn is not None and per_run_evals[0]:
         for k in per_run_evals[0][0]:
-            evals[k] = torch.stack(
+            stacked[k] = torch.stack(
                 [torch.stack([rec[k] for rec in run]) for run in per_run_evals]
             ).cpu()
     checkpoints = {
         s: {n: torch.stack([c[s][n] for c in per_run_ckpt]) for n in per_run_ckpt[0][s]}
         for s in per_run_ckpt[0]
     }
-    return params, buffers, loss_hist, gnorm_hist, evals, checkpoints
+    return params, buffers, loss_hist, gnorm_hist, stacked, checkpoints

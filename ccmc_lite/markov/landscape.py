@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import torch
 from torch.func import functional_call, vmap
@@ -42,7 +42,7 @@ from ..core.validation import (
     check_size,
 )
 from .kernels import check_kernel, enumerate_chains, lag_one_covariance
-from .model import MarkovTransformer
+from .model import MarkovTransformer, _Block
 
 __all__ = [
     "appendix_d_logits",
@@ -80,9 +80,14 @@ def _kernel_for(model: MarkovTransformer, P: Any) -> torch.Tensor:
     return P
 
 
+def _blocks(model: MarkovTransformer) -> list[_Block]:
+    """``model.blocks`` typed: an ``nn.ModuleList`` iterates as plain ``nn.Module``."""
+    return [cast(_Block, block) for block in model.blocks]
+
+
 def _zero_attention_and_ff(model: MarkovTransformer) -> None:
     with torch.no_grad():
-        for block in model.blocks:
+        for block in _blocks(model):
             if block.attention:
                 block.W_O.zero_()
             if block.feed_forward:
@@ -129,9 +134,9 @@ def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransforme
             w = math.sqrt(2.0 * (1.0 - gap / d) / (d * r))
             out.e.fill_(1.0)
             out.pos.fill_(-0.5)
-            W1 = out.blocks[0].W_1
+            W1 = _blocks(out)[0].W_1
             W1.fill_(w)
-            out.blocks[0].W_2.copy_(-W1.T)
+            _blocks(out)[0].W_2.copy_(-W1.T)
             out.b.fill_(math.log(p / (1 - p)) + d / 2)
         if not out.tied:
             out.a.copy_(out.e)
@@ -166,10 +171,12 @@ def theta_pi(model: MarkovTransformer, P: Any) -> MarkovTransformer:
 
 
 def _attention_off(model: MarkovTransformer) -> bool:
-    return all(not block.attention or bool((block.W_O == 0).all()) for block in model.blocks)
+    return all(not block.attention or bool((block.W_O == 0).all()) for block in _blocks(model))
 
 
-def _exact_loss(call, P: torch.Tensor, N: int, method: str) -> torch.Tensor:
+def _exact_loss(
+    call: Callable[[torch.Tensor], torch.Tensor], P: torch.Tensor, N: int, method: str
+) -> torch.Tensor:
     """Exact eq. (1) for a callable ``tokens (B, N) -> log-probs (B, N, K)``."""
     K = P.shape[0]
     pi = stationary_distribution(P).to(P.dtype)
@@ -285,8 +292,8 @@ def population_hessian(
         for n, sl, shape in layout:
             params[n] = flat[sl].reshape(shape)
 
-        def call(x):
-            return functional_call(model, params, (x,))
+        def call(x: torch.Tensor) -> torch.Tensor:
+            return cast(torch.Tensor, functional_call(model, params, (x,)))
 
         return _exact_loss(call, P, model.N, method)
 
@@ -693,8 +700,8 @@ def fit_appendix_d(model: MarkovTransformer) -> dict[str, float]:
         e = float(e_vec.abs().mean())
         pos = model.pos.detach().to(torch.float64)
         p = float((pos @ v).mean() / d)
-        W1 = model.blocks[0].W_1.detach().to(torch.float64)
-        W2 = model.blocks[0].W_2.detach().to(torch.float64)
+        W1 = _blocks(model)[0].W_1.detach().to(torch.float64)
+        W2 = _blocks(model)[0].W_2.detach().to(torch.float64)
         U, S, Vh = torch.linalg.svd(W1)
         u1, v1 = U[:, 0], Vh[0]
         sign = float(torch.sign(v1 @ v)) or 1.0

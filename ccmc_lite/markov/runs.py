@@ -367,7 +367,7 @@ def unigram_gap(loss: Any, kernels: Any, *, undefined: float | None = None) -> t
         )
     shape = (-1, *([1] * (L.ndim - 1)))
     out = (L - rate.reshape(shape)) / gap.clamp_min(1e-12).reshape(shape)
-    if bool(flat.any()):
+    if bool(flat.any()) and undefined is not None:  # undefined is set whenever flat.any()
         out = torch.where(flat.reshape(shape), torch.full_like(out, float(undefined)), out)
     return out
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +112,7 @@ def next_token_loss(
     return loss.mean() if reduction == "mean" else loss
 
 
-def _flatten(grads, params) -> torch.Tensor:
+def _flatten(grads: Sequence[torch.Tensor | None], params: Sequence[torch.Tensor]) -> torch.Tensor:
     return torch.cat(
         [
             (g if g is not None else torch.zeros_like(p)).reshape(-1)
@@ -121,7 +122,7 @@ def _flatten(grads, params) -> torch.Tensor:
 
 
 def _params(model: nn.Module) -> list[torch.Tensor]:
-    params = [p for p in model.parameters() if p.requires_grad]
+    params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("model has no trainable parameters")
     return params
@@ -177,6 +178,8 @@ def lemma31_gradient(model: nn.Module, tokens: torch.Tensor, target: torch.Tenso
         g = torch.autograd.grad(obj, params, retain_graph=True, allow_unused=True)
         flat = _flatten(g, params)
         total = flat if total is None else total + flat
+    if total is None:
+        raise ValueError("model returned probabilities over no symbols (shape (B, 0))")
     return total
 
 
@@ -232,6 +235,8 @@ def gradient_norm(
             e = min(s + chunk, hi)
             g = flat_gradient(model, tokens[s:e], target[s:e], eps=eps) * (e - s)
             acc = g if acc is None else acc + g
+        if acc is None:
+            raise ValueError(f"empty half [{lo}, {hi}) of the batch")
         return acc / (hi - lo)
 
     gA = mean_grad(0, half).double()
@@ -421,7 +426,7 @@ def unmatched_mass(batch: NGramBatch, k: int) -> torch.Tensor:
     return (truth * suppressed.double()).sum(-1)
 
 
-def decay_fits(T, values) -> dict[str, tuple[float, float]]:
+def decay_fits(T: Any, values: Any) -> dict[str, tuple[float, float]]:
     """Power law ``a T^{-p}`` against exponential ``a e^{-r T}``, fitted to a decay in ``T``.
 
     Thm. 4.2 of Varre et al. (2025) states that the statistical term decays like

@@ -113,6 +113,8 @@ class SimplifiedTransformer(nn.Module):
     query ``t`` with ``<K2 r1[i], Q2 r1[t]>`` and returns ``Σ_i a_(i,t) e_{x_i}`` (eq. (9)).
     """
 
+    E: torch.Tensor  # buffer registered in __init__
+
     def __init__(
         self,
         S: int,
@@ -234,6 +236,8 @@ class AttentionOnlyTransformer(nn.Module):
         starts at zero (uniform prediction).
     """
 
+    onehot_table: torch.Tensor  # buffer registered in __init__ for one-hot embeddings
+
     def __init__(
         self,
         S: int,
@@ -292,7 +296,9 @@ class AttentionOnlyTransformer(nn.Module):
         return maps
 
     @staticmethod
-    def _layer(r, Q, K, V):
+    def _layer(
+        r: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         # scores r Q^T K r^T computed as (r (Q^T K)) r^T: one projection instead of two
         H, d = Q.shape[0], Q.shape[-1]
         A = Q.transpose(1, 2) @ K  # (H, d, d): Q_h^T K_h

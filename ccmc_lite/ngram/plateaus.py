@@ -18,7 +18,7 @@ prediction is an attention-weighted histogram of the sequence's own tokens, can 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,16 +78,16 @@ class Plateau:
         return self.end - self.start + 1
 
 
-def _as_1d(name: str, x) -> np.ndarray:
+def _as_1d(name: str, x: Any) -> np.ndarray:
     return as_tensor(name, x, dtype=torch.float64, ndim=1, finite=False).cpu().numpy()
 
 
-def moving_average(x, window: int) -> np.ndarray:
+def moving_average(x: Any, window: int) -> np.ndarray:
     """Trailing moving average over ``window`` steps (shorter at the start); same length."""
     return _moving_average("x", x, window)
 
 
-def _moving_average(name: str, x, window: int) -> np.ndarray:
+def _moving_average(name: str, x: Any, window: int) -> np.ndarray:
     v = _as_1d(name, x)
     window = check_size("window", window, minimum=1)
     if not np.all(np.isfinite(v)):
@@ -99,8 +99,8 @@ def _moving_average(name: str, x, window: int) -> np.ndarray:
 
 
 def detect_plateaus(
-    grad_norm,
-    loss,
+    grad_norm: Any,
+    loss: Any,
     *,
     window: int = 200,
     threshold: float | None = None,
@@ -174,7 +174,7 @@ def nearest_level(value: float, levels: Mapping[str, float]) -> tuple[str, float
     return name, float(levels[name])
 
 
-def escape_step(loss, level: float, *, window: int = 1) -> int:
+def escape_step(loss: Any, level: float, *, window: int = 1) -> int:
     """First step at which the (smoothed) loss drops below ``level``; ``-1`` if never.
 
     Used to time the stages: e.g. the step at which a run leaves the bigram plateau is the
@@ -186,7 +186,7 @@ def escape_step(loss, level: float, *, window: int = 1) -> int:
     return int(below[0]) if below.size else -1
 
 
-def offset_attention(A1, offset: int, *, length: int | None = None) -> np.ndarray:
+def offset_attention(A1: Any, offset: int, *, length: int | None = None) -> np.ndarray:
     """How much each first-layer head attends to the ``(-offset)``-token.
 
     ``A1``: the simplified model's parameter, ``(..., H, T, T)`` (e.g. stacked checkpoints
@@ -207,7 +207,7 @@ def offset_attention(A1, offset: int, *, length: int | None = None) -> np.ndarra
     return w.mean(-1).cpu().numpy()
 
 
-def formation_step(steps, weights, threshold: float = 0.3) -> int:
+def formation_step(steps: Any, weights: Any, threshold: float = 0.3) -> int:
     """First checkpoint step at which ``weights`` (one value per step) exceed ``threshold``.
 
     Returns ``-1`` if it never does (the run is *censored* at the last step).
@@ -222,7 +222,12 @@ def formation_step(steps, weights, threshold: float = 0.3) -> int:
 
 
 def first_offsets(
-    steps, A1_by_step, *, offsets=(1, 2), threshold: float = 0.3, length: int | None = None
+    steps: Any,
+    A1_by_step: Any,
+    *,
+    offsets: Sequence[int] = (1, 2),
+    threshold: float = 0.3,
+    length: int | None = None,
 ) -> list[list[tuple[int, int]]]:
     """Which token each head attends to first, and when (Varre et al. 2025, Fig. 5).
 
@@ -280,8 +285,8 @@ class Stage:
 
 
 def detect_stages(
-    loss,
-    steps=None,
+    loss: Any,
+    steps: Any = None,
     *,
     window: int = 1,
     span: int = 5,
@@ -359,7 +364,9 @@ def detect_stages(
     ]
 
 
-def label_stages(stages: list[Stage], steps, w1, w2, *, threshold: float = 0.3) -> list[Stage]:
+def label_stages(
+    stages: list[Stage], steps: Any, w1: Any, w2: Any, *, threshold: float = 0.3
+) -> list[Stage]:
     """Name each stage from the first-layer attention offsets (Varre et al. 2025, Fig. 3b).
 
     ``steps``: ``(n_ckpt,)`` checkpoint steps; ``w1``, ``w2``: ``(n_ckpt, H)`` weight of
@@ -428,9 +435,9 @@ def histogram_levels(
     tokens: torch.Tensor,
     target: torch.Tensor,
     S: int,
-    ks=(1, 2, 3),
+    ks: Sequence[int] = (1, 2, 3),
     *,
-    betas=None,
+    betas: Any = None,
     eps: float = 1e-8,
 ) -> dict[int, tuple[float, float]]:
     """Best loss of an attention-weighted histogram that sees the ``(k-1)``-history.

@@ -15,6 +15,7 @@ two first-layer heads, ``d = 5`` one-hot embeddings, Adam with constant learning
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -31,6 +32,9 @@ from ..core.validation import (
 from .data import NGramTask, log_uniform, sample_urn
 from .estimators import cross_entropy, kgram_estimator
 from .landscape import next_token_loss
+
+if TYPE_CHECKING:
+    from ..core.training import TrainResult
 
 __all__ = [
     "NGramStream",
@@ -107,7 +111,9 @@ class NGramStream:
             )
         return values[runs]
 
-    def __call__(self, step: int, runs: torch.Tensor, generator: torch.Generator):
+    def __call__(
+        self, step: int, runs: torch.Tensor, generator: torch.Generator
+    ) -> tuple[torch.Tensor, ...]:
         key = (id(generator), tuple(runs.tolist()))
         if step % self.chunk == 0 or key != self._key or not (0 <= step - self._base < self.chunk):
             R, B, C = len(runs), self.batch_size, self.chunk
@@ -133,7 +139,7 @@ def make_loss_fn(eps: float = 1e-8) -> Callable:
     """
     eps = check_float("eps", eps, minimum=0.0, open_lower=True)
 
-    def loss_fn(model, batch):
+    def loss_fn(model: Callable[..., Any], batch: Sequence[torch.Tensor]) -> torch.Tensor:
         if len(batch) == 3:
             tokens, target, query_pos = batch
             probs = model(tokens, query_pos)
@@ -170,8 +176,8 @@ def make_eval_fn(
         )
     N = tokens.shape[0]
 
-    def eval_fn(model, step):
-        total = 0.0
+    def eval_fn(model: Callable[..., Any], step: int) -> dict[str, torch.Tensor | float]:
+        total: torch.Tensor | float = 0.0
         for s in range(0, N, chunk):
             probs = model(tokens[s : s + chunk])
             total = (
@@ -244,7 +250,12 @@ def plot_attention_maps(
 
 
 def checkpoint_gradient_norms(
-    result, tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 1e-8, every: int = 1
+    result: TrainResult,
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    eps: float = 1e-8,
+    every: int = 1,
 ) -> tuple[list[int], np.ndarray]:
     """Population gradient norm at every saved checkpoint of every run (Fig. 6 of the paper).
 
