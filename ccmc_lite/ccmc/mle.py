@@ -518,6 +518,38 @@ def _grad_norm_w(A: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
     return g.flatten(-2).norm(dim=-1)
 
 
+def _fit_result(
+    method: str,
+    W: torch.Tensor,
+    Theta: torch.Tensor,
+    E: torch.Tensor,
+    data: PromptData,
+    tol: float,
+    iters: torch.Tensor,
+    loss_hist: torch.Tensor,
+    grad_hist: torch.Tensor,
+    start: float,
+) -> FitResult:
+    """Final loss and gradient at ``W`` (logits ``Theta``), checked, as a :class:`FitResult`."""
+    loss, A, _ = _derivatives(Theta, data, hessian=False)
+    gnorm = _grad_norm_w(A, E)
+    exists = mle_exists(data)
+    check_fit(f"fit_{method}", torch.cat([loss_hist, loss[..., None]], -1), W)
+    return FitResult(
+        W=W,
+        P=transition_from_weights(W, E),
+        loss=loss,
+        grad_norm=gnorm,
+        iterations=iters,
+        converged=(gnorm < tol) & exists,
+        loss_history=loss_hist,
+        grad_history=grad_hist,
+        seconds=time.perf_counter() - start,
+        method=method,
+        mle_exists=exists,
+    )
+
+
 def fit_gd(
     data: PromptData,
     E: Any,
@@ -579,23 +611,7 @@ def fit_gd(
         if t == steps or not bool(active.any()):
             break
         W = W - lr * g * active[..., None, None]
-    loss, A, _ = _derivatives(_logits(W, E), data, hessian=False)
-    gnorm = _grad_norm_w(A, E)
-    exists = mle_exists(data)
-    check_fit("fit_gd", torch.cat([loss_hist, loss[..., None]], -1), W)
-    return FitResult(
-        W=W,
-        P=transition_from_weights(W, E),
-        loss=loss,
-        grad_norm=gnorm,
-        iterations=iters,
-        converged=(gnorm < tol) & exists,
-        loss_history=loss_hist,
-        grad_history=grad_hist,
-        seconds=time.perf_counter() - start,
-        method="gd",
-        mle_exists=exists,
-    )
+    return _fit_result("gd", W, _logits(W, E), E, data, tol, iters, loss_hist, grad_hist, start)
 
 
 def fit_newton(
@@ -676,24 +692,8 @@ def fit_newton(
             step = torch.where(pending, step / 2, step)
         step = torch.where(pending, torch.zeros_like(step), step)  # no decrease found
         Theta = Theta + step[..., None, None] * delta
-    loss, A, _ = _derivatives(Theta, data, hessian=False)
-    gnorm = _grad_norm_w(A, E)
-    exists = mle_exists(data)
     W = weights_from_logits(Theta, E)
-    check_fit("fit_newton", torch.cat([loss_hist, loss[..., None]], -1), W)
-    return FitResult(
-        W=W,
-        P=transition_from_weights(W, E),
-        loss=loss,
-        grad_norm=gnorm,
-        iterations=iters,
-        converged=(gnorm < tol) & exists,
-        loss_history=loss_hist,
-        grad_history=grad_hist,
-        seconds=time.perf_counter() - start,
-        method="newton",
-        mle_exists=exists,
-    )
+    return _fit_result("newton", W, Theta, E, data, tol, iters, loss_hist, grad_hist, start)
 
 
 # --------------------------------------------------------------------------------------

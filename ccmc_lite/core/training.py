@@ -475,7 +475,7 @@ def train_runs(
     start = time.perf_counter()
     if eval_data is not None:
         eval_data = _to_device(eval_data, dev)
-    out = runner(
+    job = _Job(
         models,
         loss_fn,
         batch_fn,
@@ -489,6 +489,7 @@ def train_runs(
         first_run,
         n_steps,
     )
+    out = runner(job)
     seconds = time.perf_counter() - start
     params, buffers, loss, gnorm, evals, checkpoints = out
     return TrainResult(
@@ -511,50 +512,59 @@ def _stack_evals(records: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tens
     return {k: torch.stack([rec[k] for rec in records], dim=-1).cpu() for k in records[0]}
 
 
-def _train_batched(
-    models: list[nn.Module],
-    loss_fn: Callable[[ModelCall, Batch], torch.Tensor],
-    batch_fn: Callable[[int, torch.Tensor, torch.Generator], Batch],
-    eval_fn: Callable[..., dict[str, torch.Tensor]] | None,
-    eval_data: Batch | None,
-    config: TrainConfig,
-    seed: int,
-    dev: torch.device,
-    label: str,
-    progress: bool,
-    first_run: int,
-    n_steps: int,
-) -> _RunnerOutput:
-    n_runs = len(models)
-    params, buffers = stack_module_state(models)  # name -> (R, ...), leaf tensors
+@dataclass(frozen=True)
+class _Job:
+    """What both runners need: the models, the callables, the settings, the run range."""
+
+    models: list[nn.Module]
+    loss_fn: Callable[[ModelCall, Batch], torch.Tensor]
+    batch_fn: Callable[[int, torch.Tensor, torch.Generator], Batch]
+    eval_fn: Callable[..., dict[str, torch.Tensor]] | None
+    eval_data: Batch | None
+    config: TrainConfig
+    seed: int
+    dev: torch.device
+    label: str
+    progress: bool
+    first_run: int  # global index of models[0] (its seed stream)
+    n_steps: int
+
+
+def _train_batched(job: _Job) -> _RunnerOutput:
+    """Train the runs as one vmapped program (``batched=True``)."""
+    n_runs = len(job.models)
+    params, buffers = stack_module_state(job.models)  # name -> (R, ...), leaf tensors
     names = list(params)
-    batched_loss = over_runs(models[0], loss_fn, randomness="different")
+    batched_loss = over_runs(job.models[0], job.loss_fn, randomness="different")
     leaves = [params[n] for n in names]
-    opt = _make_optimizer(leaves, config)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(config))
+    opt = _make_optimizer(leaves, job.config)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(job.config))
     gen = torch.Generator()  # data are drawn on the CPU (same numbers on every device)
-    gen.manual_seed(derive_seed(seed, first_run, 1))
-    runs = torch.arange(first_run, first_run + n_runs)  # global run indices
-    loss_hist = torch.empty(n_runs, n_steps)
-    gnorm_hist = torch.empty(n_runs, n_steps)
-    eval_steps = set(config.eval_steps())
+    gen.manual_seed(derive_seed(job.seed, job.first_run, 1))
+    runs = torch.arange(job.first_run, job.first_run + n_runs)  # global run indices
+    loss_hist = torch.empty(n_runs, job.n_steps)
+    gnorm_hist = torch.empty(n_runs, job.n_steps)
+    eval_steps = set(job.config.eval_steps())
     evals: list[dict[str, torch.Tensor]] = []
     checkpoints: dict[int, dict[str, torch.Tensor]] = {}
-    bar = TextProgress(n_steps, label=label, updates=config.progress_updates, enabled=progress)
+    bar = TextProgress(
+        job.n_steps, label=job.label, updates=job.config.progress_updates, enabled=job.progress
+    )
 
     def record(step: int) -> None:
+        eval_fn = job.eval_fn
         if eval_fn is not None and step in eval_steps:
-            batched_eval = over_runs(models[0], lambda call, *data: eval_fn(call, step, *data))
+            batched_eval = over_runs(job.models[0], lambda call, *data: eval_fn(call, step, *data))
             with torch.no_grad():
-                extra = () if eval_data is None else (eval_data,)
+                extra = () if job.eval_data is None else (job.eval_data,)
                 evals.append(batched_eval(params, buffers, *extra))
-        if step in config.checkpoint_steps:
+        if step in job.config.checkpoint_steps:
             checkpoints[step] = {n: t.detach().cpu().clone() for n, t in params.items()}
 
     record(0)
     start = None
-    for step in range(n_steps):
-        batch = _to_device(batch_fn(step, runs, gen), dev)
+    for step in range(job.n_steps):
+        batch = _to_device(job.batch_fn(step, runs, gen), job.dev)
         if _leading_dim(batch) != n_runs:
             raise ValueError(
                 f"batch_fn must return tensors with leading dimension n_runs={n_runs}; "
@@ -563,7 +573,7 @@ def _train_batched(
         losses = batched_loss(params, buffers, batch)  # (R,)
         if losses.shape != (n_runs,):
             raise ValueError(f"loss_fn must return a scalar; got shape {tuple(losses.shape[1:])}")
-        _check_finite(losses.detach(), step, label, config, start, first_run)
+        _check_finite(losses.detach(), step, job.label, job.config, start, job.first_run)
         if start is None:
             start = losses.detach().clone()
         opt.zero_grad(set_to_none=True)
@@ -571,8 +581,8 @@ def _train_batched(
         grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves]
         sq = torch.stack([g.reshape(n_runs, -1).pow(2).sum(1) for g in grads]).sum(0)
         gnorm = sq.sqrt()  # (R,)
-        if config.grad_clip is not None:
-            scale = (config.grad_clip / (gnorm + 1e-12)).clamp(max=1.0)
+        if job.config.grad_clip is not None:
+            scale = (job.config.grad_clip / (gnorm + 1e-12)).clamp(max=1.0)
             for g in grads:
                 g.mul_(scale.view(-1, *([1] * (g.ndim - 1))))
         opt.step()
@@ -581,46 +591,39 @@ def _train_batched(
         gnorm_hist[:, step] = gnorm.detach().cpu()
         record(step + 1)
         bar.update(step + 1, loss=float(loss_hist[:, step].mean()))
-    _check_params(params, n_steps, label, config, first_run)
+    _check_params(params, job.n_steps, job.label, job.config, job.first_run)
     final = {n: t.detach().cpu() for n, t in params.items()}
     final_buffers = {n: t.detach().cpu() for n, t in buffers.items()}
     return final, final_buffers, loss_hist, gnorm_hist, _stack_evals(evals), checkpoints
 
 
-def _train_looped(
-    models: list[nn.Module],
-    loss_fn: Callable[[ModelCall, Batch], torch.Tensor],
-    batch_fn: Callable[[int, torch.Tensor, torch.Generator], Batch],
-    eval_fn: Callable[..., dict[str, torch.Tensor]] | None,
-    eval_data: Batch | None,
-    config: TrainConfig,
-    seed: int,
-    dev: torch.device,
-    label: str,
-    progress: bool,
-    first_run: int,
-    n_steps: int,
-) -> _RunnerOutput:
-    n_runs = len(models)
-    loss_hist = torch.empty(n_runs, n_steps)
-    gnorm_hist = torch.empty(n_runs, n_steps)
-    eval_steps = set(config.eval_steps())
+def _train_looped(job: _Job) -> _RunnerOutput:
+    """Train the runs one after another, one model and optimiser each (``batched=False``)."""
+    n_runs = len(job.models)
+    loss_hist = torch.empty(n_runs, job.n_steps)
+    gnorm_hist = torch.empty(n_runs, job.n_steps)
+    eval_steps = set(job.config.eval_steps())
     per_run_evals: list[list[dict[str, torch.Tensor]]] = []
     per_run_ckpt: list[dict[int, dict[str, torch.Tensor]]] = []
     bar = TextProgress(
-        n_steps * n_runs, label=label, updates=config.progress_updates, enabled=progress
+        job.n_steps * n_runs,
+        label=job.label,
+        updates=job.config.progress_updates,
+        enabled=job.progress,
     )
-    for r, model in enumerate(models):
+    for r, model in enumerate(job.models):
         named = dict(model.named_parameters())
-        opt = _make_optimizer(list(named.values()), config)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(config))
+        opt = _make_optimizer(list(named.values()), job.config)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(job.config))
         gen = torch.Generator()  # data are drawn on the CPU (same numbers on every device)
-        gen.manual_seed(derive_seed(seed, first_run + r, 1))
-        runs = torch.tensor([first_run + r])
+        gen.manual_seed(derive_seed(job.seed, job.first_run + r, 1))
+        runs = torch.tensor([job.first_run + r])
         evals: list[dict[str, torch.Tensor]] = []
         ckpts: dict[int, dict[str, torch.Tensor]] = {}
 
-        extra: tuple[Batch, ...] = () if eval_data is None else (_slice_batch(eval_data, r),)
+        extra: tuple[Batch, ...] = (
+            () if job.eval_data is None else (_slice_batch(job.eval_data, r),)
+        )
 
         def record(
             step: int,
@@ -630,21 +633,23 @@ def _train_looped(
             ckpts: dict[int, dict[str, torch.Tensor]] = ckpts,
             extra: tuple[Batch, ...] = extra,
         ) -> None:
-            if eval_fn is not None and step in eval_steps:
+            if job.eval_fn is not None and step in eval_steps:
                 with torch.no_grad():
-                    out = eval_fn(model, step, *extra)
+                    out = job.eval_fn(model, step, *extra)
                     evals.append({k: v.detach() for k, v in out.items()})
-            if step in config.checkpoint_steps:
+            if step in job.config.checkpoint_steps:
                 ckpts[step] = {n: t.detach().cpu().clone() for n, t in named.items()}
 
         record(0)
         start = None
-        for step in range(n_steps):
-            batch = _to_device(_slice_batch(batch_fn(step, runs, gen), 0), dev)
-            loss = loss_fn(model, batch)
+        for step in range(job.n_steps):
+            batch = _to_device(_slice_batch(job.batch_fn(step, runs, gen), 0), job.dev)
+            loss = job.loss_fn(model, batch)
             if loss.ndim != 0:
                 raise ValueError(f"loss_fn must return a scalar; got shape {tuple(loss.shape)}")
-            _check_finite(loss.detach().reshape(1), step, label, config, start, first_run + r)
+            _check_finite(
+                loss.detach().reshape(1), step, job.label, job.config, start, job.first_run + r
+            )
             if start is None:
                 start = loss.detach().reshape(1).clone()
             opt.zero_grad(set_to_none=True)
@@ -652,8 +657,8 @@ def _train_looped(
             grads = [p.grad for p in named.values() if p.grad is not None]
             # grads is non-empty (backward() succeeded), so the sum is a tensor, never int 0
             gnorm = torch.sqrt(cast(torch.Tensor, sum(g.pow(2).sum() for g in grads)))
-            if config.grad_clip is not None:
-                scale = min(1.0, config.grad_clip / (float(gnorm) + 1e-12))
+            if job.config.grad_clip is not None:
+                scale = min(1.0, job.config.grad_clip / (float(gnorm) + 1e-12))
                 for g in grads:
                     g.mul_(scale)
             opt.step()
@@ -661,21 +666,21 @@ def _train_looped(
             loss_hist[r, step] = loss.detach().cpu()
             gnorm_hist[r, step] = gnorm.detach().cpu()
             record(step + 1)
-            bar.update(r * n_steps + step + 1, loss=float(loss_hist[r, step]))
+            bar.update(r * job.n_steps + step + 1, loss=float(loss_hist[r, step]))
         final = {n: t.detach().unsqueeze(0) for n, t in named.items()}
-        _check_params(final, n_steps, label, config, first_run + r)
+        _check_params(final, job.n_steps, job.label, job.config, job.first_run + r)
         per_run_evals.append(evals)
         per_run_ckpt.append(ckpts)
     params = {
-        n: torch.stack([dict(m.named_parameters())[n].detach().cpu() for m in models])
-        for n in dict(models[0].named_parameters())
+        n: torch.stack([dict(m.named_parameters())[n].detach().cpu() for m in job.models])
+        for n in dict(job.models[0].named_parameters())
     }
     buffers = {
-        n: torch.stack([dict(m.named_buffers())[n].detach().cpu() for m in models])
-        for n in dict(models[0].named_buffers())
+        n: torch.stack([dict(m.named_buffers())[n].detach().cpu() for m in job.models])
+        for n in dict(job.models[0].named_buffers())
     }
     stacked: dict[str, torch.Tensor] = {}
-    if eval_fn is not None and per_run_evals[0]:
+    if job.eval_fn is not None and per_run_evals[0]:
         for k in per_run_evals[0][0]:
             stacked[k] = torch.stack(
                 [torch.stack([rec[k] for rec in run]) for run in per_run_evals]
