@@ -1,12 +1,26 @@
-"""Tests for the exercise-checker helpers and the student-notebook command."""
+"""Tests for the exercise-checker engine (ccmc_lite.core.checking) and the student notebooks.
+
+The engine's promises, each tested so that it can fail: the reference passes; a wrong
+answer fails naming the input, the expected and the returned value; every exception of the
+learner's code is reported (SystemExit included, KeyboardInterrupt not); a learner that
+changes its inputs fails and cannot corrupt the reference or a later case; an endless loop
+stops at the time limit (SIGALRM in the main thread, a worker thread elsewhere); bad
+arguments raise TypeError naming them; a result shows its message once in a notebook.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
+import signal
+import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from booktools import (
     chapter_overview,
     count_blocks,
@@ -15,7 +29,14 @@ from booktools import (
     write_student_notebook,
 )
 
-from ccmc_lite.core import check_function, check_value, describe
+from ccmc_lite.core import (
+    Case,
+    CheckResult,
+    Exercise,
+    describe,
+    function_checker,
+    value_checker,
+)
 
 
 def ref_softmax(x):
@@ -27,10 +48,30 @@ def ref_softmax(x):
 CASES = [([0.0, 1.0],), ([3.0, -1.0, 2.0],), ([1000.0, 1000.0],)]
 
 
-def test_reference_passes(capsys):
-    result = check_function(ref_softmax, ref_softmax, CASES, name="softmax")
-    assert result and result.passed
-    assert capsys.readouterr().out.strip() == "✅ softmax: all 3 cases passed"
+@function_checker(ref_softmax, CASES, name="softmax")
+def check_softmax(my_softmax, *, seed=0, quiet=False):
+    """Check ``my_softmax(x)``: the softmax of a list of numbers."""
+
+
+def tensor_cases(seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(5, generator=gen, dtype=torch.float64)
+    return [Case(x), Case(x[:3]), (torch.zeros(2, dtype=torch.float64),)]  # x[:3] shares x
+
+
+@function_checker(lambda x: torch.softmax(x, 0), tensor_cases, name="tensor softmax", atol=1e-9)
+def check_tensor_softmax(my_softmax, *, seed=0, quiet=False):
+    """Check ``my_softmax(x)`` on float64 tensors."""
+
+
+# ----------------------------------------------------------------- passing and failing
+
+
+def test_reference_passes_with_one_line(capsys):
+    result = check_softmax(ref_softmax)
+    assert result and result.passed and result.failures == []
+    assert capsys.readouterr().out == "✅ softmax: all 3 cases passed\n"
+    assert check_tensor_softmax(lambda x: torch.softmax(x, 0), seed=5)
 
 
 def test_wrong_answer_names_input_expected_and_returned(capsys):
@@ -38,48 +79,383 @@ def test_wrong_answer_names_input_expected_and_returned(capsys):
         e = np.exp(np.asarray(x, dtype=float))
         return e / e.sum()  # overflows on the third case
 
-    result = check_function(unstable, ref_softmax, CASES, name="softmax")
+    result = check_softmax(unstable)
     assert not result
     out = capsys.readouterr().out
-    assert "❌ softmax: 1 of 3 cases failed." in out
-    assert "input [1000, 1000]: contains NaN or inf" in out
-    assert "contains NaN or inf" in out
+    assert out.startswith("❌ softmax: 1 of 3 cases failed.\n")
+    assert "input [1000, 1000]: contains NaN or inf; expected array(2,) [0.5, 0.5]" in out
 
 
 def test_shape_and_value_mistakes_are_explained():
-    res = check_function(lambda x: np.ones(5), ref_softmax, CASES[:1], name="s", quiet=True)
-    assert "shape (5,) instead of (2,)" in res.message
-    res = check_function(
-        lambda x: ref_softmax(x) + 0.1, ref_softmax, CASES[:1], name="s", quiet=True
-    )
+    res = check_softmax(lambda x: np.ones(5), quiet=True)
+    assert "shape (5,) instead of (2,)" in res.message and len(res.failures) == 3
+    res = check_softmax(lambda x: ref_softmax(x) + 0.1, quiet=True)
     assert "largest difference 0.1 exceeds the tolerance" in res.message
     assert "expected array(2,) [0.2689, 0.7311]" in res.message
+    assert "(+2 more failing case(s))" in res.message
+    res = check_softmax(lambda x: "softmax", quiet=True)
+    assert "expected a number/array, got str" in res.message
 
 
-def test_exceptions_and_stubs_are_reported_not_raised():
+def test_exceptions_are_reported_not_raised():
     def broken(x):
         raise KeyError("oops")
 
-    res = check_function(broken, ref_softmax, CASES, name="s", quiet=True)
-    assert "raised KeyError" in res.message and len(res.failures) == 3
+    res = check_softmax(broken, quiet=True)
+    assert not res and len(res.failures) == 3
+    assert res.failures[0] == "input [0, 1] raised KeyError: 'oops'"
 
+    def exits(x):
+        sys.exit(3)  # a script habit: must not end the notebook's kernel
+
+    res = check_softmax(exits, quiet=True)
+    assert not res and res.failures[0] == "input [0, 1] raised SystemExit: 3"
+
+    def interrupted(x):
+        raise KeyboardInterrupt  # the user pressed stop: that must still stop
+
+    with pytest.raises(KeyboardInterrupt):
+        check_softmax(interrupted, quiet=True)
+
+
+def test_a_stub_is_not_implemented_yet(capsys):
     def stub(x):
         raise NotImplementedError
 
-    res = check_function(stub, ref_softmax, CASES, name="s", quiet=True)
-    assert "not implemented yet" in res.message and len(res.failures) == 1
-    with pytest.raises(TypeError, match="learner must be a function"):
-        check_function(3, ref_softmax, CASES, name="s")
+    res = check_softmax(stub)
+    assert not res
+    assert res.failures == ["not implemented yet: write your solution in the cell above"]
+    assert capsys.readouterr().out == (
+        "❌ softmax: not implemented yet: write your solution in the cell above\n"
+    )
 
 
-def test_check_value():
-    assert check_value(0.5, 0.5, name="v", quiet=True)
-    res = check_value(None, 0.5, name="v", quiet=True)
-    assert "expected a number/array, got NoneType" in res.message
-    res = check_value([[1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]], name="H", quiet=True)
-    assert "shape (1, 2) instead of (2, 2)" in res.message
+# ----------------------------------------------------------------- inputs are protected
+
+
+def test_changing_an_input_fails_without_corrupting_the_check():
+    seen = []
+
+    def scrambles(x):
+        seen.append(x.clone())
+        out = torch.softmax(x, 0)
+        x.mul_(-3.0).add_(1.0)  # the right answer, but the caller's data is destroyed
+        return out
+
+    res = check_tensor_softmax(scrambles, quiet=True)
+    assert not res and len(res.failures) == 3
+    assert all("the right answer, but your function changed x in place" in f for f in res.failures)
+    # every call saw the original inputs: x[:3] was not destroyed by the call on x
+    originals = [c.args[0] for c in check_tensor_softmax.exercise.cases_for(0)]
+    assert all(torch.equal(a, b) for a, b in zip(seen, originals, strict=True))
+    # ... and the message shows the input as it was, not as the learner left it
+    assert f"input {describe(originals[0])}: the right answer" in res.failures[0]
+    assert check_tensor_softmax(lambda x: torch.softmax(x, 0), quiet=True)
+
+
+def test_the_references_are_computed_first_on_their_own_copies():
+    order = []
+
+    def reference(x):
+        order.append("reference")
+        return x.sum()
+
+    def learner(x):
+        order.append("learner")
+        out = x.sum()
+        x.zero_()
+        return out
+
+    shared = torch.ones(3, dtype=torch.float64)
+    exercise = Exercise("sum", reference=reference, cases=[(shared,), (shared,)])
+    res = exercise.check(learner, argument="my_sum", quiet=True)
+    assert order == ["reference", "reference", "learner", "learner"]
+    assert torch.equal(shared, torch.ones(3, dtype=torch.float64))
+    assert len(res.failures) == 2 and all("changed x in place" in f for f in res.failures)
+
+
+def test_a_reference_that_changes_its_input_cannot_mislead_the_learner():
+    def normalises_in_place(x):  # a careless reference
+        return x.div_(x.sum())
+
+    seen = []
+    exercise = Exercise("norm", reference=normalises_in_place, cases=[(torch.ones(2),)])
+    assert exercise.check(lambda x: seen.append(x.clone()) or x / x.sum(), quiet=True)
+    assert torch.equal(seen[0], torch.ones(2))
+
+
+def test_in_place_changes_are_found_in_every_kind_of_input():
+    model = torch.nn.Linear(2, 2).double()
+    inputs = ([[1, 2], [3]], {"a": np.ones(2)}, np.arange(3.0), model, (torch.ones(2),))
+    exercise = Exercise("kinds", reference=lambda *a: 1.0, cases=[inputs])
+    assert exercise.check(lambda *a: 1.0, quiet=True)  # reading is fine
+    mutations = [
+        lambda a: a[0][0].append(7),
+        lambda a: a[1]["a"].__setitem__(0, 5.0),
+        lambda a: a[2].__imul__(-1),
+        lambda a: torch.nn.init.zeros_(a[3].weight),
+        lambda a: a[4][0].add_(1),
+    ]
+    for k, mutate in enumerate(mutations):
+
+        def learner(*args, mutate=mutate):
+            mutate(args)
+            return 1.0
+
+        res = exercise.check(learner, quiet=True)
+        assert not res and f"changed argument {k + 1} in place" in res.message, (k, res.message)
+
+
+# ----------------------------------------------------------------- the time limit
+
+
+def slow_exercise(limit=0.3):
+    return Exercise("slow", reference=lambda n: n, cases=[(1,), (2,), (3,)], time_limit=limit)
+
+
+def endless(n):
+    while True:
+        pass
+
+
+def test_an_endless_loop_stops_at_the_time_limit():
+    handler = signal.getsignal(signal.SIGALRM)
+    start = time.monotonic()
+    res = slow_exercise().check(endless, quiet=True)
+    assert time.monotonic() - start < 5
+    assert not res and "3 of 3 cases failed" in res.message
+    assert "input 1: stopped after 0.3 s, the time limit of this exercise" in res.message
+    assert "2 more case(s) not run" in res.message
+    assert signal.getsignal(signal.SIGALRM) is handler  # the handler is restored
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0 or handler is not signal.SIG_DFL
+
+
+def test_the_time_limit_covers_the_whole_exercise():
+    def sleepy(n):
+        time.sleep(0.2)  # each case is fast, all of them together are not
+        return n
+
+    res = slow_exercise(0.5).check(sleepy, quiet=True)
+    assert not res and "input 3: stopped after 0.5 s" in res.message
+    assert slow_exercise(2.0).check(sleepy, quiet=True)
+
+
+def test_catching_the_timeout_does_not_escape_it():
+    def stubborn(n):
+        try:
+            endless(n)
+        except BaseException:  # swallows the engine's CheckTimeout too
+            pass
+        return n
+
+    res = slow_exercise().check(stubborn, quiet=True)
+    assert not res and "input 1: stopped after 0.3 s" in res.message
+
+
+def test_an_outer_timer_survives_the_check():
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        assert slow_exercise(5.0).check(lambda n: n, quiet=True)
+        assert 0.5 < signal.getitimer(signal.ITIMER_REAL)[0] <= 1.0  # re-armed, not reset
+        time.sleep(1.2)
+        assert len(fired) == 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_outer_timer_due_first_fires_once_during_the_check():
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda *a: fired.append(time.monotonic()))
+
+    def sleepy(n):
+        time.sleep(0.1)
+        return n
+
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        assert slow_exercise(5.0).check(sleepy, quiet=True)  # not stopped by the outer alarm
+        time.sleep(0.2)
+        assert len(fired) == 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_outside_the_main_thread_a_worker_thread_enforces_the_limit():
+    out = {}
+
+    def run():
+        out["slow"] = slow_exercise().check(endless, quiet=True)
+        out["fast"] = slow_exercise().check(lambda n: n, quiet=True)
+        out["error"] = slow_exercise().check(lambda n: 1 / 0, quiet=True)
+
+    before = threading.active_count()
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(10)
+    assert not out["slow"] and "stopped after 0.3 s" in out["slow"].message
+    assert out["fast"] and "raised ZeroDivisionError" in out["error"].message
+    for _ in range(50):  # the abandoned worker was asked to stop, and stops
+        if threading.active_count() <= before:
+            break
+        time.sleep(0.1)
+    assert threading.active_count() <= before
+
+
+def test_checker_arguments_are_checked():
+    with pytest.raises(TypeError, match=r"my_softmax must be a function \(define it with def"):
+        check_softmax(ref_softmax([1.0]))  # called instead of passed
+    with pytest.raises(TypeError, match=r"my_softmax must be a function .*; got NoneType"):
+        check_softmax(None)
+    with pytest.raises(ValueError, match="seed"):
+        check_softmax(ref_softmax, seed=-1)
+    with pytest.raises(TypeError, match="quiet must be True or False"):
+        check_softmax(ref_softmax, quiet="yes")
+    with pytest.raises(TypeError, match="positional"):
+        check_softmax(ref_softmax, 3)  # seed and quiet are keyword-only
+    with pytest.raises(TypeError, match="exactly one of reference= and expected="):
+        Exercise("x")
+    with pytest.raises(ValueError, match="time_limit"):
+        Exercise("x", reference=abs, time_limit=0)
+
+
+def test_a_checker_has_the_one_signature_and_documents_it():
+    sig = inspect.signature(check_softmax)
+    assert list(sig.parameters) == ["my_softmax", "seed", "quiet"]
+    assert "*, seed: int = 0, quiet: bool = False" in str(sig)
+    assert sig.return_annotation is CheckResult
+    doc = check_softmax.__doc__
+    assert doc.startswith("Check ``my_softmax(x)``")
+    for entry in ("my_softmax : callable", "seed : int", "quiet : bool", "Returns", "TypeError"):
+        assert entry in doc
+    for bad in (
+        lambda my, seed=0, quiet=False: None,  # seed not keyword-only
+        lambda my, *, quiet=False: None,  # no seed
+        lambda my, *, seed=1, quiet=False: None,  # another default
+        lambda my, *, grid, seed=0, quiet=False: None,  # settings only for values
+    ):
+        with pytest.raises(TypeError, match="a checker's signature is"):
+            function_checker(abs, [(1,)], name="x")(bad)
+
+
+# ----------------------------------------------------------------- value checkers
+
+
+def expected_table(grid):
+    g = np.asarray(grid, dtype=float)
+    if g.ndim != 1:
+        raise ValueError("grid must be 1-D")
+    return np.add.outer(g, g)
+
+
+@value_checker(
+    expected_table,
+    name=lambda grid: f"sum table on {len(grid)} points",
+    entries=lambda grid: [
+        (f"at ({a:g}, {b:g})", (i, j)) for i, a in enumerate(grid) for j, b in enumerate(grid)
+    ],
+)
+def check_sum_table(my_table, *, grid, seed=0, quiet=False):
+    """Check ``my_table[i, j] = grid[i] + grid[j]``.
+
+    Parameters
+    ----------
+    grid : list of float
+        The points.
+    """
+
+
+def test_value_checker(capsys):
+    grid = [0.1, 0.2]
+    assert check_sum_table(np.add.outer(grid, grid), grid=grid)
+    assert capsys.readouterr().out == "✅ sum table on 2 points: all 4 cases passed\n"
+    assert check_sum_table(torch.tensor([[0.2, 0.3], [0.3, 0.4]]), grid=grid, quiet=True)
+    res = check_sum_table(np.array([[0.2, 0.3], [0.3, 0.5]]), grid=grid, quiet=True)
+    assert res.message.startswith("❌ sum table on 2 points: 1 of 4 cases failed.")
+    assert "at (0.2, 0.2): largest difference 0.1" in res.message
+    assert "expected 0.4, got 0.5" in res.message
+    res = check_sum_table(np.zeros(3), grid=grid, quiet=True)
+    assert "shape (3,) instead of (2, 2)" in res.message
+    res = check_sum_table(None, grid=grid, quiet=True)
+    assert res.message == (
+        "❌ sum table on 2 points: not implemented yet: set my_table to your answer in the cell"
+        " above"
+    )
+    for bad in ("0.3", True, print, {1: 2}):
+        with pytest.raises(TypeError, match="my_table must be a number or an array"):
+            check_sum_table(bad, grid=grid)
+    with pytest.raises(ValueError, match="grid"):
+        check_sum_table(0.1, grid=[[0.1]])
+    with pytest.raises(TypeError, match="grid"):
+        check_sum_table(0.1)  # the setting is required
+    assert list(inspect.signature(check_sum_table).parameters) == [
+        "my_table",
+        "grid",
+        "seed",
+        "quiet",
+    ]
+    doc = check_sum_table.__doc__
+    assert doc.index("my_table : ") < doc.index("grid : ") < doc.index("seed : int")
+
+
+# ----------------------------------------------------------------- shown once in a notebook
+
+
+def test_displaying_a_result_adds_nothing_in_the_cell_that_printed_it(capsys, monkeypatch):
+    import IPython
+    from IPython.core.formatters import DisplayFormatter
+
+    cell = {"n": 1}
+
+    class Shell:
+        @property
+        def execution_count(self):
+            return cell["n"]
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    result = check_softmax(ref_softmax)  # printed in cell 1
+    assert DisplayFormatter().format(result) == ({}, {})  # and no repr as the cell's output
+    assert capsys.readouterr().out == "✅ softmax: all 3 cases passed\n"
+    cell["n"] = 2  # shown again in a later cell: printed again
+    DisplayFormatter().format(result)
+    assert capsys.readouterr().out == "✅ softmax: all 3 cases passed\n"
+    quiet = check_softmax(ref_softmax, quiet=True)  # quiet, then displayed: printed once
+    assert capsys.readouterr().out == ""
+    DisplayFormatter().format(quiet)
+    assert capsys.readouterr().out == "✅ softmax: all 3 cases passed\n"
+    assert "passed=True" in repr(result)
+
+
+@pytest.mark.slow
+def test_a_checker_cell_prints_once_in_a_real_notebook():
+    import nbformat
+    from nbclient import NotebookClient
+
+    setup = (
+        "from ccmc_lite.core import function_checker\n"
+        "@function_checker(abs, [(-1,), (2,)], name='abs')\n"
+        "def check_abs(my_abs, *, seed=0, quiet=False):\n"
+        '    """Check abs."""'
+    )
+    cells = [setup, "check_abs(abs)", "r = check_abs(abs, quiet=True)\nr", "r"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    for cell in nb.cells[1:]:
+        assert [o.output_type for o in cell.outputs] == ["stream"], cell.outputs
+        assert cell.outputs[0]["text"] == "✅ abs: all 2 cases passed\n"
+
+
+def test_describe():
     assert describe(1 / 3) == "0.333333"
+    assert describe(torch.ones(2)) == "array(2,) [1., 1.]"
+    assert describe(torch.nn.Linear(2, 2)) == "Linear(...)"
+    assert len(describe("x" * 500)) == 160 and describe("x" * 500).endswith("...")
 
+
+# ----------------------------------------------------------------- student notebooks
 
 CHAPTER = """---
 kernelspec:
@@ -201,11 +577,3 @@ def test_chapter_overview_of_this_book():
     assert [r["path"].split("/")[1] for r in rows][:1] == ["part1"]
     assert rows[-1]["path"] == "book/closing/one_lens.md"
     assert all(r["exercises"] >= 2 for r in rows), [(r["path"], r["exercises"]) for r in rows]
-
-
-def test_require_callable_names_the_argument():
-    from ccmc_lite.core import require_callable
-
-    require_callable("my_fn", len)
-    with pytest.raises(TypeError, match=r"my_fn must be a function .*; got int"):
-        require_callable("my_fn", 3)

@@ -1,17 +1,12 @@
 """Checkers for the exercises of Part I (Ildiz et al. 2024, self-attention as a CCMC).
 
-Every chapter of Part I ends with exercises; each is checked by one function here. A
-checker takes the learner's function, runs it on inputs it generates itself from a fixed
-seed (random draws plus edge cases: a prompt of length 1, a constant prompt, ``K = 2`` and
-``K > 2``, a base chain with zero entries, embeddings with ``d > K``, a query token that
-never occurs, ...), compares every answer with the **package's reference
-implementation**, prints one ✅/❌ line naming the failing input, the expected and the
-returned value, and returns a :class:`ccmc_lite.core.CheckResult`. A stub that raises
-``NotImplementedError`` is reported as "not implemented yet" instead of raising, and an
-argument that is not a function raises ``TypeError`` naming it.
-
-Checkers never touch the global random state: their random inputs come from
-:func:`ccmc_lite.core.torch_generator` and :func:`ccmc_lite.core.derive_seed`.
+Every chapter of Part I ends with exercises; each is checked by one function here, a row
+of the table run by :mod:`ccmc_lite.core.checking`: the learner's function is compared with
+the **package's reference implementation** on inputs drawn from ``seed`` (random draws plus
+edge cases: a prompt of length 1, a constant prompt, ``K = 2`` and ``K > 2``, a base chain
+with zero entries, embeddings with ``d > K``, a query token that never occurs, ...).
+Random inputs come from :func:`ccmc_lite.core.torch_generator` and
+:func:`ccmc_lite.core.derive_seed`, never from the global random state.
 
 =========================================  ========  ======================================
 checker                                    chapter   reference
@@ -27,14 +22,12 @@ checker                                    chapter   reference
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..core.checking import CheckResult, check_function, require_callable
+from ..core.checking import function_checker
 from ..core.seeding import derive_seed, torch_generator
-from ..core.validation import check_seed
 from .attention import random_embeddings, weights_from_transition
 from .chain import ccmc_distribution, prompt_data, random_prompts
 from .collapse import (
@@ -57,8 +50,6 @@ __all__ = [
     "check_weights_from_transition",
 ]
 
-Case = tuple[Any, ...]
-
 
 def _matrix(rows: list[list[float]]) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.float64)
@@ -77,9 +68,9 @@ BINARY_P = [[0.7, 0.3], [0.4, 0.6]]
 # ------------------------------------------------------------------ Chapter 1
 
 
-def _ccmc_cases(seed: int) -> list[Case]:
+def _ccmc_cases(seed: int) -> list[tuple[Any, ...]]:
     P = _matrix(FIG1_P)
-    cases: list[Case] = [
+    cases: list[tuple[Any, ...]] = [
         (P, _tokens([0, 1, 0])),  # the paper's Figure 1 example, X = [1, 2, 1]
         (P, _tokens([2])),  # a prompt of length 1: the only key is the query itself
         (P, _tokens([1, 1, 1, 1])),  # a constant prompt
@@ -94,9 +85,8 @@ def _ccmc_cases(seed: int) -> list[Case]:
     return cases
 
 
-def check_ccmc_transition(
-    my_ccmc_transition: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(ccmc_distribution, _ccmc_cases, name="CCMC transition pi^X (Def. 2.1)")
+def check_ccmc_transition(my_ccmc_transition, *, seed=0, quiet=False):
     """Check the exercise "Implement the CCMC transition" (Part I, Chapter 1).
 
     ``my_ccmc_transition(P, X)`` takes a row-stochastic base chain ``P`` (a ``(K, K)``
@@ -107,33 +97,10 @@ def check_ccmc_transition(
     are the paper's Figure 1 example, a prompt of length 1, a constant prompt, a base chain
     with a zero diagonal, ``K = 2`` and random chains and prompts with ``K`` up to 6.
     Reference: :func:`ccmc_lite.ccmc.ccmc_distribution`.
-
-    Parameters
-    ----------
-    my_ccmc_transition : callable
-        The learner's function.
-    seed : int
-        Seed of the random chains and prompts (edge cases are fixed).
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_ccmc_transition", my_ccmc_transition)
-    seed = check_seed(seed)
-    return check_function(
-        my_ccmc_transition,
-        ccmc_distribution,
-        _ccmc_cases(seed),
-        name="CCMC transition pi^X (Def. 2.1)",
-        quiet=quiet,
-    )
 
 
-def _inverse_cases(seed: int) -> list[Case]:
+def _inverse_cases(seed: int) -> list[tuple[Any, ...]]:
     P = _matrix(FIG1_P)
     gen = torch_generator(seed)
     sharp = torch.softmax(8.0 * torch.randn(3, 3, generator=gen, dtype=torch.float64), -1)
@@ -150,9 +117,10 @@ def _inverse_cases(seed: int) -> list[Case]:
     ]
 
 
-def check_weights_from_transition(
-    my_weights_from_transition: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    weights_from_transition, _inverse_cases, name="inverse map P -> W in S_E (Thm. 2.6)"
+)
+def check_weights_from_transition(my_weights_from_transition, *, seed=0, quiet=False):
     """Check the exercise "Invert the map W ↦ P^W on S_E" (Part I, Chapter 1).
 
     ``my_weights_from_transition(P, E)`` takes a ``(K, K)`` transition matrix ``P`` with
@@ -163,36 +131,13 @@ def check_weights_from_transition(
     orthonormal), random ``E`` with ``d = K`` and ``d > K``, ``K = 2``, the uniform chain
     and a chain with entries near zero. Reference:
     :func:`ccmc_lite.ccmc.weights_from_transition`.
-
-    Parameters
-    ----------
-    my_weights_from_transition : callable
-        The learner's function.
-    seed : int
-        Seed of the random chains and embeddings.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_weights_from_transition", my_weights_from_transition)
-    seed = check_seed(seed)
-    return check_function(
-        my_weights_from_transition,
-        weights_from_transition,
-        _inverse_cases(seed),
-        name="inverse map P -> W in S_E (Thm. 2.6)",
-        quiet=quiet,
-    )
 
 
 # ------------------------------------------------------------------ Chapter 2
 
 
-def _format_components(components: Any) -> list[str]:
+def _format_components(components: Any, *case: Any) -> list[str]:
     """Canonical text of per-query components: ``"{0, 2} | {1} | {3}"`` for each ``k``.
 
     Components are sorted internally and by their smallest token, so any order is accepted.
@@ -204,11 +149,11 @@ def _format_components(components: Any) -> list[str]:
     return out
 
 
-def _components_reference(prompts: list[list[int]], K: int, variant: str) -> list[str]:
-    return _format_components(coverage_report(prompts, K, variant=variant).components)
+def _components_reference(prompts: list[list[int]], K: int, variant: str) -> list[Any]:
+    return coverage_report(prompts, K, variant=variant).components
 
 
-def _components_cases(seed: int) -> list[Case]:
+def _components_cases(seed: int) -> list[tuple[Any, ...]]:
     fig3 = [[1, 2, 0], [3, 0]]
     omega = random_prompts(4, 40, min_length=2, max_length=5, seed=derive_seed(seed, 0))
     gap = [x for x in omega if not (x[-1] == 1 and 3 in x)]
@@ -233,9 +178,13 @@ def _components_cases(seed: int) -> list[Case]:
     ]
 
 
-def check_cooccurrence_components(
-    my_components: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    _components_reference,
+    _components_cases,
+    name="co-occurrence components (Def. 3.3)",
+    compare_as=_format_components,
+)
+def check_cooccurrence_components(my_components, *, seed=0, quiet=False):
     """Check the exercise "Which transitions does this prompt set identify?" (Part I, Ch. 2).
 
     ``my_components(prompts, K, variant)`` takes a list of prompts (lists of tokens in
@@ -250,34 +199,7 @@ def check_cooccurrence_components(
     component (Thm. 3.4, Cor. 3.5). Components may come in any order; the message shows
     them as ``"{0, 2} | {1} | {3}"`` per query. Reference:
     :func:`ccmc_lite.ccmc.coverage_report` (its ``components``).
-
-    Parameters
-    ----------
-    my_components : callable
-        The learner's function.
-    seed : int
-        Seed of the random prompt sets.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_components", my_components)
-    seed = check_seed(seed)
-
-    def learner(prompts: list[list[int]], K: int, variant: str) -> list[str]:
-        return _format_components(my_components(prompts, K, variant))
-
-    return check_function(
-        learner,
-        _components_reference,
-        _components_cases(seed),
-        name="co-occurrence components (Def. 3.3)",
-        quiet=quiet,
-    )
 
 
 def _hessian_reference(
@@ -288,7 +210,7 @@ def _hessian_reference(
     return hessian_logits(Theta, data)  # (K, K, K)
 
 
-def _hessian_cases(seed: int) -> list[Case]:
+def _hessian_cases(seed: int) -> list[tuple[Any, ...]]:
     gen = torch_generator(seed)
 
     def randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
@@ -297,7 +219,7 @@ def _hessian_cases(seed: int) -> list[Case]:
     def w(*values: float) -> torch.Tensor:
         return torch.tensor(values, dtype=torch.float64)
 
-    cases: list[Case] = [
+    cases: list[tuple[Any, ...]] = [
         (torch.zeros(3, 3, dtype=torch.float64), [[0, 1, 0]], w(1.0)),  # one prompt
         (randn(4, 4), [[1, 2, 0], [3, 0]], w(0.3, 0.7)),  # Figure 3's prompts
         (randn(3, 3), [[2, 2, 2]], w(1.0)),  # one distinct key: pi is one-hot, block 0
@@ -313,9 +235,13 @@ def _hessian_cases(seed: int) -> list[Case]:
     return cases
 
 
-def check_hessian_logits(
-    my_hessian_logits: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    _hessian_reference,
+    _hessian_cases,
+    name="Hessian in logit coordinates (Lemma 3.7)",
+    atol=1e-8,
+)
+def check_hessian_logits(my_hessian_logits, *, seed=0, quiet=False):
     """Check the exercise "The Hessian of the log-likelihood" (Part I, Chapter 2).
 
     ``my_hessian_logits(Theta, prompts, weights)`` takes logits ``Theta`` (a ``(K, K)``
@@ -331,31 +257,7 @@ def check_hessian_logits(
     one-hot :math:`\\pi`, unnormalised and zero weights, logits of size 30, ``K = 2`` and
     random prompt sets in which some query tokens never occur. Reference:
     :func:`ccmc_lite.ccmc.hessian_logits`.
-
-    Parameters
-    ----------
-    my_hessian_logits : callable
-        The learner's function.
-    seed : int
-        Seed of the random logits, prompts and weights.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_hessian_logits", my_hessian_logits)
-    seed = check_seed(seed)
-    return check_function(
-        my_hessian_logits,
-        _hessian_reference,
-        _hessian_cases(seed),
-        name="Hessian in logit coordinates (Lemma 3.7)",
-        atol=1e-8,
-        quiet=quiet,
-    )
 
 
 # ------------------------------------------------------------------ Chapter 3
@@ -372,9 +274,9 @@ def _vertex(K: int, w: int) -> torch.Tensor:
     return e
 
 
-def _decay_cases(seed: int) -> list[Case]:
+def _decay_cases(seed: int) -> list[tuple[Any, ...]]:
     with_zero = _matrix([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
-    cases: list[Case] = [
+    cases: list[tuple[Any, ...]] = [
         (binary_collapse_chain(0.2), _vertex(2, 0)),  # Lemma 5.3: alpha_weak = q
         (binary_collapse_chain(0.45), _vertex(2, 0)),
         (binary_collapse_chain(0.3), _vertex(2, 1)),  # the weak token on top: it loses
@@ -400,9 +302,8 @@ def _decay_cases(seed: int) -> list[Case]:
     return cases
 
 
-def check_decay_exponents(
-    my_decay_exponents: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(_decay_reference, _decay_cases, name="decay exponents of the losers (Lemma 5.3)")
+def check_decay_exponents(my_decay_exponents, *, seed=0, quiet=False):
     """Check the exercise "Predict how fast the losers fade" (Part I, Chapter 3).
 
     ``my_decay_exponents(P, m)`` takes a row-stochastic ``(K, K)`` base chain and a fixed
@@ -420,40 +321,17 @@ def check_decay_exponents(
     ``P[w, j] = 0``, unnormalised weights and fixed points with two and three winners of
     zero-diagonal chains. Reference: :func:`ccmc_lite.ccmc.predicted_decay_exponents`
     (with the entries on ``S`` set to 0).
-
-    Parameters
-    ----------
-    my_decay_exponents : callable
-        The learner's function.
-    seed : int
-        Seed of the random chains.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_decay_exponents", my_decay_exponents)
-    seed = check_seed(seed)
-    return check_function(
-        my_decay_exponents,
-        _decay_reference,
-        _decay_cases(seed),
-        name="decay exponents of the losers (Lemma 5.3)",
-        quiet=quiet,
-    )
 
 
-def _stationary_cases(seed: int) -> list[Case]:
+def _stationary_cases(seed: int) -> list[tuple[Any, ...]]:
     P = _matrix(FIG1_P)
     gen = torch_generator(seed)
 
     def m(*values: float) -> torch.Tensor:
         return torch.tensor(values, dtype=torch.float64)
 
-    cases: list[Case] = [
+    cases: list[tuple[Any, ...]] = [
         (binary_collapse_chain(0.3), m(0.5, 0.5)),  # rows (1-p, p): mu is m-weighted row
         (P, m(1 / 3, 1 / 3, 1 / 3)),  # uniform weights: the stationary law of P itself
         (P, m(2.0, 1.0, 0.0)),  # unnormalised, with a token outside the support
@@ -471,9 +349,13 @@ def _stationary_cases(seed: int) -> list[Case]:
     return cases
 
 
-def check_stationary_of_reweighted(
-    my_stationary_of_reweighted: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    stationary_of_reweighted,
+    _stationary_cases,
+    name="stationary law mu(m) of P^m (eq. (1))",
+    atol=1e-8,
+)
+def check_stationary_of_reweighted(my_stationary_of_reweighted, *, seed=0, quiet=False):
     """Check the exercise "The limiting frequencies μ(m)" (Part I, Chapter 3).
 
     ``my_stationary_of_reweighted(P, m)`` takes a row-stochastic ``(K, K)`` base chain and
@@ -485,28 +367,4 @@ def check_stationary_of_reweighted(
     (beyond the paper). The cases include a vertex ``e_w``, a zero diagonal, a periodic and
     a slowly mixing re-weighted chain (where powers of :math:`P^m` converge slowly or not
     at all) and random chains. Reference: :func:`ccmc_lite.ccmc.stationary_of_reweighted`.
-
-    Parameters
-    ----------
-    my_stationary_of_reweighted : callable
-        The learner's function.
-    seed : int
-        Seed of the random chains and weights.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_stationary_of_reweighted", my_stationary_of_reweighted)
-    seed = check_seed(seed)
-    return check_function(
-        my_stationary_of_reweighted,
-        stationary_of_reweighted,
-        _stationary_cases(seed),
-        name="stationary law mu(m) of P^m (eq. (1))",
-        atol=1e-8,
-        quiet=quiet,
-    )

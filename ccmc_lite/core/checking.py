@@ -1,50 +1,133 @@
-"""Exercise checkers: compare a learner's function or value with the reference.
+"""The exercise-checker engine: every ``check_*`` function of the book is one row of a table.
 
-Every exercise in the book ends with a call such as ``check_ccmc_transition(my_fn)``.
-The checkers are built from the two helpers here. They never raise on a wrong answer:
-they print one line that says *which input* failed, *what was expected* and *what was
-returned* (or which exception the learner's code raised), and return a
-:class:`~ccmc_lite.core.CheckResult` that is truthy only when every case passed::
+An exercise is an :class:`Exercise`: what the learner's answer is compared with (a reference
+function and the cases it is called on, or the expected value), the tolerances and a time
+limit. The decorators :func:`~ccmc_lite.core.function_checker` and
+:func:`~ccmc_lite.core.value_checker` turn a docstring-only stub into the checker a chapter
+calls, so each checker in the ``exercises`` modules is a few declarative lines. Every
+checker has the same signature::
 
-    >>> from ccmc_lite.checking import check_function
-    >>> result = check_function(lambda x: x + 1, lambda x: x + 1, [(1,), (2,)], name="inc")
-    ✅ inc: all 2 cases passed
+    check_x(my_x, *, seed=0, quiet=False) -> CheckResult
+
+(value checkers may add keyword-only *settings*, such as the grid an answer was computed on).
+A checker never raises on a wrong answer: it prints one ✅/❌ line naming the failing input,
+the expected and the returned value, and returns a :class:`CheckResult` that is truthy only
+when every case passed. It is safe to hand it any code: the references are computed first,
+the learner's function gets a deep copy of every input (changing an input in place is
+reported, and cannot corrupt the reference or a later case), every exception it raises is
+reported (``SystemExit`` included; ``KeyboardInterrupt`` still interrupts), and the whole
+exercise stops after its ``time_limit`` (:data:`~ccmc_lite.core.TIME_LIMIT_S` seconds by
+default).
+
+>>> def ref_double(x):
+...     return 2 * x
+>>> @function_checker(ref_double, [(1.0,), (-2.5,)], name="double")
+... def check_double(my_double, *, seed=0, quiet=False):
+...     '''Check ``my_double(x) = 2 x``.'''
+>>> result = check_double(lambda x: x + x)
+✅ double: all 2 cases passed
+>>> bool(check_double(lambda x: x * x, quiet=True))
+False
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+import copy
+import ctypes
+import functools
+import inspect
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["CheckResult", "check_function", "check_value", "describe", "require_callable"]
+from .validation import check_float, check_seed
+
+__all__ = [
+    "TIME_LIMIT_S",
+    "Case",
+    "CheckResult",
+    "CheckTimeout",
+    "Exercise",
+    "describe",
+    "function_checker",
+    "value_checker",
+]
+
+#: Seconds the learner's code may run in one exercise (all its cases together).
+TIME_LIMIT_S = 60.0
+
+_NOT_IMPLEMENTED = "not implemented yet: write your solution in the cell above"
+_FUNCTION_HINT = "define it with def and pass it without calling it"
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def _cell() -> int | None:
+    """The running IPython cell's execution count (``None`` outside IPython)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return None if shell is None else getattr(shell, "execution_count", None)
 
 
 @dataclass
 class CheckResult:
-    """Outcome of a check: ``passed`` and the human-readable ``message`` that was printed.
+    """Outcome of a check: ``passed``, the ``message`` and one line per failing case.
 
-    ``bool(result)`` is ``result.passed``, so tests can ``assert check_...(fn)``.
+    ``bool(result)`` is ``result.passed``, so tests can ``assert check_x(fn)``. In a notebook
+    the message appears once: a checker prints it, and displaying the result in the same
+    cell (a checker call as the cell's last line) adds nothing; displaying it in a later
+    cell, or after ``quiet=True``, prints the message.
     """
 
     passed: bool
     message: str
     failures: list[str] = field(default_factory=list)
+    _printed_in: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return self.passed
 
+    def show(self) -> None:
+        """Print the message (and remember the cell it was printed in)."""
+        print(self.message)
+        self._printed_in = _cell()
 
-def require_callable(name: str, fn: Any) -> None:
-    """Raise ``TypeError`` naming ``name`` unless ``fn`` is callable (a learner passed a value)."""
-    if not callable(fn):
-        raise TypeError(
-            f"{name} must be a function (define it with def and pass it without calling it); "
-            f"got {type(fn).__name__}"
-        )
+    def _ipython_display_(self) -> None:
+        if self._printed_in is None or self._printed_in != _cell():
+            self.show()
+
+
+def _report(
+    name: str, failures: list[str], n_cases: int, quiet: bool, *, n_failed: int | None = None
+) -> CheckResult:
+    """The result and its message: all passed, or how many failed and the first failure."""
+    n_failed = len(failures) if n_failed is None else n_failed
+    plural = "" if n_cases == 1 else "s"
+    if failures and failures[0].startswith("not implemented yet"):
+        message = f"❌ {name}: {failures[0]}"
+    elif failures:
+        message = f"❌ {name}: {n_failed} of {n_cases} case{plural} failed.\n  {failures[0]}"
+        if len(failures) > 1:
+            message += f"\n  (+{len(failures) - 1} more failing case(s))"
+    else:
+        message = f"✅ {name}: all {n_cases} case{plural} passed"
+    result = CheckResult(not failures, message, failures)
+    if not quiet:
+        result.show()
+    return result
+
+
+# ----------------------------------------------------------------------------- showing
 
 
 def describe(value: Any, limit: int = 160) -> str:
@@ -62,6 +145,8 @@ def describe(value: Any, limit: int = 160) -> str:
         text = "[" + ", ".join(describe(v, limit) for v in value) + "]"
     elif isinstance(value, tuple):
         text = "(" + ", ".join(describe(v, limit) for v in value) + ")"
+    elif isinstance(value, torch.nn.Module):
+        text = f"{type(value).__name__}(...)"
     else:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -82,7 +167,10 @@ def _compare(got: Any, expected: Any, atol: float, rtol: float) -> str | None:
     """``None`` when equal within tolerance, else a reason."""
     exp = _as_array(expected)
     if exp is None:
-        return None if got == expected else "values differ"
+        try:
+            return None if bool(got == expected) else "values differ"
+        except Exception as err:  # e.g. a tensor compared with a string
+            return f"cannot be compared with the expected value ({type(err).__name__})"
     arr = _as_array(got)
     if arr is None:
         return f"expected a number/array, got {type(got).__name__}"
@@ -96,83 +184,482 @@ def _compare(got: Any, expected: Any, atol: float, rtol: float) -> str | None:
     return None
 
 
-def _report(name: str, failures: list[str], n_cases: int, quiet: bool) -> CheckResult:
-    if failures:
-        message = f"❌ {name}: {len(failures)} of {n_cases} cases failed.\n  " + failures[0]
-        if len(failures) > 1:
-            message += f"\n  (+{len(failures) - 1} more failing case(s))"
+def _unchanged(after: Any, before: Any) -> bool:
+    """Whether ``after`` (the learner's copy of an input, after the call) equals ``before``."""
+    if isinstance(before, torch.Tensor):
+        if not isinstance(after, torch.Tensor) or (after.shape, after.dtype) != (
+            before.shape,
+            before.dtype,
+        ):
+            return False
+        nan = before.isnan() & after.isnan() if before.is_floating_point() else False
+        return torch.equal(after, before) or bool(((after == before) | nan).all())
+    if isinstance(before, np.ndarray):
+        if not isinstance(after, np.ndarray) or after.shape != before.shape:
+            return False
+        try:
+            return bool(np.array_equal(after, before, equal_nan=True))
+        except TypeError:  # a dtype without NaN
+            return bool(np.array_equal(after, before))
+    if isinstance(before, torch.nn.Module):
+        return isinstance(after, torch.nn.Module) and _unchanged(
+            after.state_dict(), before.state_dict()
+        )
+    if isinstance(before, (list, tuple)):
+        return (
+            type(after) is type(before)
+            and len(after) == len(before)
+            and all(_unchanged(a, b) for a, b in zip(after, before, strict=True))
+        )
+    if isinstance(before, dict):
+        return (
+            isinstance(after, dict)
+            and after.keys() == before.keys()
+            and all(_unchanged(after[k], before[k]) for k in before)
+        )
+    if isinstance(before, float) and before != before:  # NaN
+        return isinstance(after, float) and after != after
+    if type(before).__eq__ is not object.__eq__:  # == means something: use it
+        with contextlib.suppress(Exception):
+            return bool(after == before)
+    # a copy is never `is` the original: compare the attributes, if any
+    return not hasattr(before, "__dict__") or _unchanged(vars(after), vars(before))
+
+
+def _parameter_names(fn: Callable[..., Any], n: int) -> list[str]:
+    """Names of the first ``n`` positional parameters of ``fn`` (``argument k`` if unknown)."""
+    names = [f"argument {k + 1}" for k in range(n)]
+    with contextlib.suppress(TypeError, ValueError):
+        params = [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        names[: len(params)] = params[:n]
+    return names
+
+
+# ----------------------------------------------------------------------------- time limit
+
+
+class CheckTimeout(BaseException):
+    """Raised inside the learner's code when an exercise runs past its time limit.
+
+    A ``BaseException``, so that ``except Exception`` in the learner's code does not swallow
+    it.
+    """
+
+
+def _alarm_available() -> bool:
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def _alarm(deadline: float) -> Iterator[None]:
+    """Raise :class:`CheckTimeout` in this (main) thread at ``deadline`` (``time.monotonic``).
+
+    An interval timer that was already running (e.g. a test runner's) is honoured: the alarm
+    is set to whichever is due first, and the outer timer is re-armed afterwards.
+    """
+    start = time.monotonic()
+    outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
+    outer_fired = False
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        nonlocal outer_fired
+        if time.monotonic() >= deadline - 1e-3:
+            raise CheckTimeout
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-3))
+        outer_fired = True  # the outer timer was due first: pass it on
+        if callable(previous):
+            previous(signum, frame)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    delay = min(deadline - start, outer_delay) if outer_delay > 0 else deadline - start
+    signal.setitimer(signal.ITIMER_REAL, max(delay, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+        if outer_fired and outer_interval > 0:
+            signal.setitimer(signal.ITIMER_REAL, outer_interval, outer_interval)
+        elif outer_delay > 0 and not outer_fired:
+            left = max(outer_delay - (time.monotonic() - start), 1e-6)
+            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
+
+
+def _stop_thread(thread: threading.Thread) -> None:
+    """Ask a runaway worker thread to stop (takes effect at its next Python instruction)."""
+    if thread.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(thread.ident), ctypes.py_object(CheckTimeout)
+        )
+
+
+def _call_limited(fn: Callable[[], Any], deadline: float) -> Any:
+    """``fn()``, raising :class:`CheckTimeout` if it is still running at ``deadline``.
+
+    In the main thread a ``SIGALRM`` timer interrupts the learner's code; elsewhere (no
+    signals there) the call runs in a daemon thread that is abandoned, and asked to stop,
+    when the time is up.
+    """
+    if deadline - time.monotonic() <= 0:
+        raise CheckTimeout
+    if _alarm_available():
+        with _alarm(deadline):
+            value = fn()
     else:
-        message = f"✅ {name}: all {n_cases} cases passed"
-    if not quiet:
-        print(message)
-    return CheckResult(not failures, message, failures)
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as err:  # handed to the caller's thread below
+                box["error"] = err
+
+        worker = threading.Thread(target=work, name="ccmc-lite-check", daemon=True)
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0.0))
+        if worker.is_alive():
+            _stop_thread(worker)
+            raise CheckTimeout
+        if "error" in box:
+            raise box["error"]
+        value = box["value"]
+    if time.monotonic() > deadline:  # the learner's code caught CheckTimeout and went on
+        raise CheckTimeout
+    return value
 
 
-def check_function(
-    learner: Callable[..., Any],
-    reference: Callable[..., Any],
-    cases: Iterable[Sequence[Any]],
-    *,
-    name: str,
-    atol: float = 1e-6,
-    rtol: float = 1e-5,
-    quiet: bool = False,
-) -> CheckResult:
-    """Call ``learner(*case)`` and ``reference(*case)`` on every case and compare.
+# ----------------------------------------------------------------------------- exercises
+
+
+class Case:
+    """One input of a function exercise: the positional arguments of a call.
+
+    ``show`` replaces the default text of the input in messages (``describe`` of every
+    argument), e.g. for a model whose ``repr`` would take a page.
+    """
+
+    __slots__ = ("args", "show")
+
+    def __init__(self, *args: Any, show: str | None = None) -> None:
+        self.args = args
+        self.show = show if show is not None else ", ".join(describe(a) for a in args)
+
+    def __repr__(self) -> str:
+        return f"Case({self.show})"
+
+
+CaseSource = Callable[[int], Iterable[Any]] | Sequence[Any]
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One row of the table of exercises: what a checker compares the learner's answer with.
+
+    A *function* exercise has a ``reference`` function and the ``cases`` it is called on (a
+    sequence of :class:`Case` or argument tuples, or a function ``seed -> cases``); the
+    learner's function must return the same on every case. A *value* exercise has
+    ``expected(**settings) -> value`` instead; the learner's answer is one value.
 
     Parameters
     ----------
-    learner : callable
-        The learner's function.
-    reference : callable
-        The reference implementation (from :mod:`ccmc_lite`).
-    cases : list
-        Positional arguments for each call; include random and edge cases.
-    name : str
-        What is being checked, used in the message.
+    name : str or callable
+        What is checked, shown in the message (a function of the settings for a value
+        exercise whose name depends on them).
+    reference : callable, optional
+        ``reference(*case.args)``: the package's answer.
+    cases : list or callable, optional
+        The cases, or ``cases(seed)`` returning them.
+    expected : callable, optional
+        ``expected(**settings)``: the expected value; validates the settings.
+    compare_as : callable, optional
+        ``compare_as(output, *case.args)``: the form in which outputs are compared (applied to
+        the reference's and the learner's output alike), e.g. a canonical ordering; may raise
+        to reject a malformed answer.
+    entries : callable, optional
+        ``entries(**settings) -> [(label, index), ...]``: compare a value entry by entry (one
+        case each, named by its label) once it has the expected shape.
     atol, rtol : float
-        Tolerances for numerical comparison.
-    quiet : bool
-        Do not print the message (it is still in the result).
+        Tolerances of the comparison (``numpy.allclose``).
+    time_limit : float
+        Seconds the learner's code may run in this exercise, all cases together.
+    context : callable, optional
+        A context-manager factory the whole check runs in (e.g. one torch thread).
     """
-    if not callable(learner):
-        raise TypeError(f"learner must be a function; got {type(learner).__name__}")
-    cases = [tuple(c) for c in cases]
-    failures = []
-    for case in cases:
-        expected = reference(*case)
-        shown = ", ".join(describe(arg) for arg in case)
-        try:
-            with np.errstate(all="ignore"):
-                got = learner(*case)
-        except NotImplementedError:
-            failures.append(f"not implemented yet: write your solution in the cell above ({shown})")
-            break
-        except Exception as err:  # the learner's bug, reported instead of raised
-            failures.append(f"input {shown} raised {type(err).__name__}: {err}")
-            continue
-        reason = _compare(got, expected, atol, rtol)
-        if reason:
-            failures.append(
-                f"input {shown}: {reason}; expected {describe(expected)}, returned {describe(got)}"
+
+    name: str | Callable[..., str]
+    reference: Callable[..., Any] | None = None
+    cases: CaseSource = ()
+    expected: Callable[..., Any] | None = None
+    compare_as: Callable[..., Any] | None = None
+    entries: Callable[..., list[tuple[str, Any]]] | None = None
+    atol: float = 1e-6
+    rtol: float = 1e-5
+    time_limit: float = TIME_LIMIT_S
+    context: Callable[[], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.reference is None) == (self.expected is None):
+            raise TypeError("an Exercise needs exactly one of reference= and expected=")
+        for name in ("atol", "rtol", "time_limit"):
+            check_float(name, getattr(self, name), minimum=0.0, open_lower=name == "time_limit")
+
+    @property
+    def is_function(self) -> bool:
+        """Whether the learner's answer is a function (else a value)."""
+        return self.reference is not None
+
+    def cases_for(self, seed: int) -> list[Case]:
+        """The cases of a function exercise for ``seed``."""
+        raw = self.cases(seed) if callable(self.cases) else self.cases
+        return [c if isinstance(c, Case) else Case(*c) for c in raw]
+
+    def check(
+        self,
+        answer: Any,
+        *,
+        argument: str = "answer",
+        seed: int = 0,
+        quiet: bool = False,
+        **settings: Any,
+    ) -> CheckResult:
+        """Check ``answer`` (the learner's function or value); ``argument`` is its name."""
+        seed = check_seed(seed)
+        if not isinstance(quiet, bool):
+            raise TypeError(f"quiet must be True or False; got {type(quiet).__name__}")
+        if self.is_function and not callable(answer):
+            raise TypeError(
+                f"{argument} must be a function ({_FUNCTION_HINT}); got {type(answer).__name__}"
             )
-    return _report(name, failures, len(cases), quiet)
+        if not self.is_function and (
+            callable(answer) or isinstance(answer, (str, bytes, bool, dict, set))
+        ):
+            raise TypeError(
+                f"{argument} must be a number or an array (the value you derived); "
+                f"got {type(answer).__name__}"
+            )
+        with self.context() if self.context is not None else contextlib.nullcontext():
+            if self.is_function:
+                return self._check_function(answer, seed, quiet)
+            return self._check_value(answer, argument, quiet, settings)
+
+    def _check_function(self, fn: Callable[..., Any], seed: int, quiet: bool) -> CheckResult:
+        assert self.reference is not None
+        name = self.name if isinstance(self.name, str) else self.name()
+        cases = self.cases_for(seed)
+        # The references first, each on its own copy: nothing the learner does can reach them.
+        expected = [self._view(self.reference(*copy.deepcopy(c.args)), c) for c in cases]
+        deadline = time.monotonic() + self.time_limit
+        failures: list[str] = []
+        n_failed = None
+        for k, (case, want) in enumerate(zip(cases, expected, strict=True)):
+            args = copy.deepcopy(case.args)
+            try:
+                with np.errstate(all="ignore"):
+                    got = _call_limited(lambda a=args, c=case: self._view(fn(*a), c), deadline)
+            except NotImplementedError:
+                return _report(name, [_NOT_IMPLEMENTED], len(cases), quiet)
+            except CheckTimeout:
+                left = len(cases) - k - 1
+                failures.append(
+                    f"input {case.show}: stopped after {self.time_limit:g} s, the time limit "
+                    f"of this exercise (an endless loop?); {left} more case(s) not run"
+                )
+                n_failed = len(failures) + left
+                break
+            except KeyboardInterrupt:
+                raise
+            except BaseException as err:  # the learner's bug (SystemExit too), reported
+                failures.append(f"input {case.show} raised {type(err).__name__}: {err}")
+                continue
+            reason = _compare(got, want, self.atol, self.rtol)
+            if reason:
+                failures.append(
+                    f"input {case.show}: {reason}; expected {describe(want)}, "
+                    f"returned {describe(got)}"
+                )
+                continue
+            changed = [
+                n
+                for n, a, b in zip(_parameter_names(fn, len(args)), args, case.args, strict=True)
+                if not _unchanged(a, b)
+            ]
+            if changed:
+                failures.append(
+                    f"input {case.show}: the right answer, but your function changed "
+                    f"{', '.join(changed)} in place; a function must not modify its inputs "
+                    "(work on a copy, e.g. x = x.clone())"
+                )
+        return _report(name, failures, len(cases), quiet, n_failed=n_failed)
+
+    def _check_value(
+        self, value: Any, argument: str, quiet: bool, settings: dict[str, Any]
+    ) -> CheckResult:
+        assert self.expected is not None
+        want = self.expected(**settings)
+        name = self.name if isinstance(self.name, str) else self.name(**settings)
+        if value is None:
+            failure = f"not implemented yet: set {argument} to your answer in the cell above"
+            return _report(name, [failure], 1, quiet)
+        reason = _compare(value, want, self.atol, self.rtol)
+        entries = [] if self.entries is None else self.entries(**settings)
+        if reason is None:
+            return _report(name, [], len(entries) or 1, quiet)
+        table = _as_array(value)
+        if entries and table is not None and table.shape == np.shape(want):
+            failures = []
+            for label, index in entries:
+                got, exp = table[index], np.asarray(want)[index]
+                why = _compare(float(got), float(exp), self.atol, self.rtol)
+                if why:
+                    failures.append(
+                        f"{label}: {why}; expected {describe(exp)}, got {describe(got)}"
+                    )
+            return _report(name, failures, len(entries), quiet)
+        return _report(
+            name, [f"{reason}; expected {describe(want)}, got {describe(value)}"], 1, quiet
+        )
+
+    def _view(self, output: Any, case: Case) -> Any:
+        return output if self.compare_as is None else self.compare_as(output, *case.args)
 
 
-def check_value(
-    learner_value: Any,
-    expected: Any,
+# ----------------------------------------------------------------------------- decorators
+
+
+def function_checker(
+    reference: Callable[..., Any],
+    cases: CaseSource,
     *,
     name: str,
+    compare_as: Callable[..., Any] | None = None,
     atol: float = 1e-6,
     rtol: float = 1e-5,
-    quiet: bool = False,
-) -> CheckResult:
-    """Compare one value the learner computed (a number, an array, a matrix) with the reference."""
-    reason = _compare(learner_value, expected, atol, rtol)
-    failures = (
-        [f"{reason}; expected {describe(expected)}, got {describe(learner_value)}"]
-        if reason
-        else []
+    time_limit: float = TIME_LIMIT_S,
+    context: Callable[[], Any] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., CheckResult]]:
+    """Decorator: a checker that compares the learner's function with ``reference``.
+
+    It decorates a stub ``def check_x(my_x, *, seed=0, quiet=False): '''doc'''`` whose
+    signature is the checker's (``my_x`` names the learner's function in messages) and whose
+    docstring says what the exercise asks; the standard ``Parameters``, ``Returns`` and
+    ``Raises`` entries are added to it. The other arguments make the :class:`Exercise`
+    (available as ``check_x.exercise``).
+    """
+    exercise = Exercise(
+        name,
+        reference=reference,
+        cases=cases,
+        compare_as=compare_as,
+        atol=atol,
+        rtol=rtol,
+        time_limit=time_limit,
+        context=context,
     )
-    return _report(name, failures, 1, quiet)
+    return functools.partial(_make_checker, exercise)
+
+
+def value_checker(
+    expected: Callable[..., Any],
+    *,
+    name: str | Callable[..., str],
+    entries: Callable[..., list[tuple[str, Any]]] | None = None,
+    atol: float = 1e-6,
+    rtol: float = 1e-5,
+) -> Callable[[Callable[..., Any]], Callable[..., CheckResult]]:
+    """Decorator: a checker that compares one value the learner derived with ``expected()``.
+
+    Like :func:`function_checker`; the stub may add keyword-only settings between ``my_x``
+    and ``seed`` (``def check_x(my_x, *, grid, seed=0, quiet=False)``), which are passed to
+    ``expected``, ``name`` (when it is a function) and ``entries``.
+    """
+    exercise = Exercise(name, expected=expected, entries=entries, atol=atol, rtol=rtol)
+    return functools.partial(_make_checker, exercise)
+
+
+_TAIL = ("seed", "quiet")
+
+
+def _make_checker(exercise: Exercise, stub: Callable[..., Any]) -> Callable[..., CheckResult]:
+    """The checker for ``exercise`` with the signature, name and docstring of ``stub``."""
+    params = list(inspect.signature(stub).parameters.values())
+    kinds = [p.kind for p in params]
+    settings = [p.name for p in params[1:-2]]
+    if (
+        len(params) < 3
+        or kinds[0] is not inspect.Parameter.POSITIONAL_OR_KEYWORD
+        or params[0].default is not inspect.Parameter.empty
+        or any(k is not inspect.Parameter.KEYWORD_ONLY for k in kinds[1:])
+        or [(p.name, p.default) for p in params[-2:]] != [("seed", 0), ("quiet", False)]
+        or (exercise.is_function and settings)
+    ):
+        raise TypeError(
+            f"{stub.__name__}: a checker's signature is (my_answer, *, seed=0, quiet=False)"
+            + ("" if exercise.is_function else ", with optional keyword-only settings before seed")
+        )
+    argument = params[0].name
+    answer_type = Callable[..., Any] if exercise.is_function else Any
+    signature = inspect.Signature(
+        [
+            params[0].replace(annotation=answer_type),
+            *params[1:-2],
+            params[-2].replace(annotation=int),
+            params[-1].replace(annotation=bool),
+        ],
+        return_annotation=CheckResult,
+    )
+
+    @functools.wraps(stub)
+    def checker(*args: Any, **kwargs: Any) -> CheckResult:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        return exercise.check(values.pop(argument), argument=argument, **values)
+
+    checker.__signature__ = signature  # type: ignore[attr-defined]
+    checker.__doc__ = _document(stub.__doc__, argument, exercise)
+    checker.exercise = exercise  # type: ignore[attr-defined]
+    return checker
+
+
+def _document(doc: str | None, argument: str, exercise: Exercise) -> str:
+    """``doc`` with the entries every checker shares added to its numpydoc sections."""
+    if exercise.is_function:
+        first = f"{argument} : callable\n    Your function; it is called on copies of the inputs."
+        seed = (
+            "Seed of the random cases (the edge cases are fixed)."
+            if callable(exercise.cases)
+            else "Unused: the cases are fixed (every checker takes a seed)."
+        )
+        raises = f"If ``{argument}`` is not a function."
+    else:
+        first = (
+            f"{argument} : float, array-like or None\n"
+            "    Your answer (``None``, the stub's value: not answered yet)."
+        )
+        seed = "Unused: the answer is one value (every checker takes a seed)."
+        raises = f"If ``{argument}`` is not a number or an array."
+    last = (
+        f"seed : int\n    {seed}\n"
+        "quiet : bool\n    Do not print the message (it is still in the result)."
+    )
+    text = inspect.cleandoc(doc or "")
+    head = "Parameters\n----------\n"
+    if head in text:
+        start = text.index(head) + len(head)
+        end_match = re.search(r"\n\n\S[^\n]*\n-{3,}\n", text[start:])
+        end = start + end_match.start() if end_match else len(text)
+        text = f"{text[:start]}{first}\n{text[start:end].rstrip()}\n{last}{text[end:]}"
+    else:
+        text += f"\n\n{head}{first}\n{last}"
+    if "\nReturns\n-------\n" not in text:
+        text += (
+            "\n\nReturns\n-------\nccmc_lite.core.CheckResult\n"
+            "    Truthy when every case passed; its message was printed unless ``quiet``."
+        )
+    if "\nRaises\n------\n" not in text:
+        text += f"\n\nRaises\n------\nTypeError\n    {raises}"
+    return text

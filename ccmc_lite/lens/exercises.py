@@ -2,14 +2,11 @@
 
 The closing chapter reads all three papers as next-token prediction through a coarse
 statistic ``s(c)`` of the context (:mod:`ccmc_lite.lens`). Each exercise is checked by one
-function here. A checker takes the learner's function, runs it on inputs it generates from
-a fixed seed (random joint laws and chains plus edge cases: a single context, zero
-probabilities, a statistic value that never occurs, the full context, ``n = 1``, a
-periodic chain), compares every answer with the **package's reference implementation**,
-prints one ✅/❌ line naming the failing input, the expected and the returned value, and
-returns a :class:`ccmc_lite.core.CheckResult`. A stub that raises
-``NotImplementedError`` is reported as "not implemented yet" instead of raising; passing
-something that is not a function raises ``TypeError``.
+function here, a row of the table run by :mod:`ccmc_lite.core.checking`: the learner's
+function is compared with the **package's reference implementation** on inputs drawn from
+``seed`` (random joint laws and chains plus edge cases: a single context, zero
+probabilities, a statistic value that never occurs, the full context, ``n = 1``, a periodic
+chain).
 
 ========================================  =======================================================
 checker                                   reference
@@ -25,23 +22,19 @@ checker                                   reference
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..core.chains import stationary_distribution
-from ..core.checking import CheckResult, check_function, require_callable
+from ..core.checking import function_checker
 from ..core.seeding import derive_seed, numpy_rng
-from ..core.validation import check_seed
 from ..markov.kernels import binary_kernel
 from ..ngram.data import NGramTask, sample_transitions
 from .coarse import coarse_gap, coarse_predictor, ngram_levels
 
 __all__ = ["check_coarse_gap", "check_coarse_predictor", "check_ngram_levels"]
-
-Case = tuple[Any, ...]
 
 
 def _long(values: list[int]) -> torch.Tensor:
@@ -54,10 +47,10 @@ def _binary_chain_joint(p: float, q: float) -> torch.Tensor:
     return stationary_distribution(P)[:, None] * P
 
 
-def _joint_cases(seed: int) -> list[Case]:
+def _joint_cases(seed: int) -> list[tuple[Any, ...]]:
     """``(joint, groups)`` pairs: the Part II example, edge cases, then random laws."""
     chain = _binary_chain_joint(0.5, 0.8)
-    cases: list[Case] = [
+    cases: list[tuple[Any, ...]] = [
         (chain, _long([0, 0])),  # the unigram point: the statistic forgets x_n
         (chain, _long([0, 1])),  # the full context: nothing is lost
         (torch.tensor([[0.25, 0.75]], dtype=torch.float64), _long([0])),  # a single context
@@ -83,9 +76,8 @@ def _joint_cases(seed: int) -> list[Case]:
     return cases
 
 
-def check_coarse_predictor(
-    my_coarse_predictor: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(coarse_predictor, _joint_cases, name="best coarse predictor P(y | s(c))")
+def check_coarse_predictor(my_coarse_predictor, *, seed=0, quiet=False):
     """Check the exercise "The best model that sees only s(c)" (closing chapter).
 
     ``my_coarse_predictor(joint, groups)`` takes a joint law ``joint`` of (context, next
@@ -96,40 +88,11 @@ def check_coarse_predictor(
     (Varre et al. 2025, Prop. 3.2; the unigram point ``θ_π`` of Makkuva et al. 2024,
     eq. (11)). A statistic value of probability zero gets the uniform law. Reference:
     :func:`ccmc_lite.lens.coarse_predictor`.
-
-    Parameters
-    ----------
-    my_coarse_predictor : callable
-        The learner's function.
-    seed : int
-        Seed of the random joint laws (the edge cases are fixed).
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
-
-    Raises
-    ------
-    TypeError
-        If ``my_coarse_predictor`` is not callable.
     """
-    require_callable("my_coarse_predictor", my_coarse_predictor)
-    seed = check_seed(seed)
-    return check_function(
-        my_coarse_predictor,
-        coarse_predictor,
-        _joint_cases(seed),
-        name="best coarse predictor P(y | s(c))",
-        quiet=quiet,
-    )
 
 
-def check_coarse_gap(
-    my_coarse_gap: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(coarse_gap, _joint_cases, name="coarse gap I(y; c | s)", atol=1e-8)
+def check_coarse_gap(my_coarse_gap, *, seed=0, quiet=False):
     """Check the exercise "The price of a coarse statistic" (closing chapter).
 
     ``my_coarse_gap(joint, groups)`` takes the same inputs as in
@@ -138,36 +101,7 @@ def check_coarse_gap(
     best model that sees only ``s(c)`` (for the binary chain and ``s`` constant, the
     gap ``I(x_n; x_{n+1})`` of Makkuva et al. 2024, Remark 2). Terms with probability
     zero contribute zero. Reference: :func:`ccmc_lite.lens.coarse_gap`.
-
-    Parameters
-    ----------
-    my_coarse_gap : callable
-        The learner's function.
-    seed : int
-        Seed of the random joint laws (the edge cases are fixed).
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
-
-    Raises
-    ------
-    TypeError
-        If ``my_coarse_gap`` is not callable.
     """
-    require_callable("my_coarse_gap", my_coarse_gap)
-    seed = check_seed(seed)
-    return check_function(
-        my_coarse_gap,
-        coarse_gap,
-        _joint_cases(seed),
-        name="coarse gap I(y; c | s)",
-        atol=1e-8,
-        quiet=quiet,
-    )
 
 
 def _cycle_chain(S: int, n: int) -> torch.Tensor:
@@ -179,8 +113,8 @@ def _cycle_chain(S: int, n: int) -> torch.Tensor:
     return P
 
 
-def _levels_cases(seed: int) -> list[Case]:
-    cases: list[Case] = [
+def _levels_cases(seed: int) -> list[tuple[Any, ...]]:
+    cases: list[tuple[Any, ...]] = [
         (binary_kernel(0.5, 0.8),),  # n = 2: levels (H(pi), entropy rate)
         (torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64),),  # n = 1: i.i.d. tokens
         (torch.tensor([[0.7, 0.3], [0.7, 0.3]], dtype=torch.float64),),  # rows equal: flat
@@ -197,9 +131,10 @@ def _levels_reference(P: torch.Tensor) -> torch.Tensor:
     return ngram_levels(P, int(P.shape[-1]), P.ndim)
 
 
-def check_ngram_levels(
-    my_ngram_levels: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    _levels_reference, _levels_cases, name="n-gram levels (App. H, Lemma H.6)", atol=1e-8
+)
+def check_ngram_levels(my_ngram_levels, *, seed=0, quiet=False):
     """Check the exercise "The staircase of levels" (closing chapter).
 
     ``my_ngram_levels(P)`` takes one n-gram transition tensor ``P`` (float64, shape
@@ -208,33 +143,4 @@ def check_ngram_levels(
     the stationary law of the chain: the large-``T`` losses of the ``k``-gram estimators
     (Varre et al. 2025, App. H, Lemma H.6), the heights of the plateaus of Part III.
     Reference: :func:`ccmc_lite.lens.ngram_levels`.
-
-    Parameters
-    ----------
-    my_ngram_levels : callable
-        The learner's function.
-    seed : int
-        Seed of the random transition tensors (the edge cases are fixed).
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
-
-    Raises
-    ------
-    TypeError
-        If ``my_ngram_levels`` is not callable.
     """
-    require_callable("my_ngram_levels", my_ngram_levels)
-    seed = check_seed(seed)
-    return check_function(
-        my_ngram_levels,
-        _levels_reference,
-        _levels_cases(seed),
-        name="n-gram levels (App. H, Lemma H.6)",
-        atol=1e-8,
-        quiet=quiet,
-    )

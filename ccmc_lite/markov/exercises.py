@@ -1,15 +1,10 @@
 """Checkers for the exercises of Part II: the single-layer Markov landscape (Makkuva et al. 2024).
 
-Each checker takes the learner's function (or value), builds random and edge-case inputs
-from a fixed seed, compares with the reference implementation in :mod:`ccmc_lite`
-(:mod:`ccmc_lite.markov`, :mod:`ccmc_lite.markov.landscape`, :mod:`ccmc_lite.markov.runs`), prints
-one ✅/❌ line naming the failing input, the expected and the returned value, and returns a
-:class:`~ccmc_lite.core.CheckResult`. A stub that raises ``NotImplementedError`` (or a
-value left at ``None``) gives a "not implemented yet" message instead of an error, so the
-student notebooks run from top to bottom.
-
-Checkers never touch the global random state: models are built inside
-:func:`torch.random.fork_rng` from their own seeds.
+Every chapter of Part II ends with exercises; each is checked by one function here, a row
+of the table run by :mod:`ccmc_lite.core.checking`: the learner's function (or value) is
+compared with the reference in :mod:`ccmc_lite.markov` on random and edge-case inputs drawn
+from ``seed``. Models are built inside :func:`torch.random.fork_rng` from their own seeds, so
+checkers never touch the global random state.
 
 Checkers, by chapter of Part II:
 
@@ -29,14 +24,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
-from ..core.checking import CheckResult, check_function, check_value
+from ..core.checking import Case, function_checker, value_checker
 from ..core.seeding import derive_seed, torch_generator
 from ..core.validation import as_tensor, check_float
 from .kernels import (
@@ -75,15 +69,11 @@ __all__ = [
     "check_untied_min_eigenvalue",
 ]
 
-_SEED = 2024  # every checker draws its random inputs from this seed (plus a per-checker key)
+_SEED = 2024  # a checker's random inputs come from derive_seed(_SEED ^ seed, its own key)
 
 
-# ----------------------------------------------------------------------------- helpers
-
-
-def _require_callable(name: str, value: Any) -> None:
-    if not callable(value):
-        raise TypeError(f"{name} must be a function (callable); got {type(value).__name__}")
+def _seed(seed: int, key: int) -> int:
+    return derive_seed(_SEED ^ seed, key)
 
 
 @contextlib.contextmanager
@@ -97,242 +87,126 @@ def _single_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _check_answer(
-    value: Any,
-    expected: Any,
-    *,
-    name: str,
-    variable: str,
-    atol: float,
-    rtol: float = 1e-5,
-    quiet: bool,
-) -> CheckResult:
-    """``check_value`` plus the stub case: ``None`` means "not implemented yet"."""
-    if value is None:
-        failure = f"not implemented yet: set {variable} to your answer in the cell above"
-        message = f"❌ {name}: 1 of 1 cases failed.\n  {failure}"
-        if not quiet:
-            print(message)
-        return CheckResult(False, message, [failure])
-    if callable(value) or isinstance(value, (str, bytes, dict, set)):
-        raise TypeError(f"value must be a number or an array; got {type(value).__name__}")
-    return check_value(value, expected, name=name, atol=atol, rtol=rtol, quiet=quiet)
-
-
 def _cycle(K: int) -> torch.Tensor:
     """The deterministic cycle ``k -> k+1 mod K`` (periodic, zero entropy rate)."""
     return torch.roll(torch.eye(K, dtype=torch.float64), 1, dims=1)
 
 
-def _kernel_cases(seed: int) -> list[tuple[torch.Tensor]]:
+def _kernel_cases(key: int) -> Callable[[int], list[tuple[torch.Tensor]]]:
     """Kernels every kernel exercise is checked on: K = 2 and K > 2, random, edge cases."""
-    mixed = 0.9 * _cycle(3) + 0.1 * random_kernel(3, seed=derive_seed(seed, 2))
-    return [
-        (binary_kernel(0.5, 0.8),),  # the paper's Fig. 3 setting
-        (binary_kernel(0.2, 0.3),),
-        (binary_kernel(1e-6, 0.5),),  # a tiny switching probability
-        (binary_kernel(1e-4, 3e-4),),  # both tiny: slow mixing (P^n converges slowly)
-        (torch.tensor([[0.0, 1.0], [0.5, 0.5]], dtype=torch.float64),),  # a zero entry
-        (symmetric_kernel(5, 0.7),),  # K = 5, uniform stationary law
-        (random_kernel(4, seed=derive_seed(seed, 1)),),  # K = 4, random
-        (mixed,),  # K = 3, non-reversible
-        (_cycle(3),),  # periodic: powers of P never converge
-    ]
+
+    def cases(seed: int) -> list[tuple[torch.Tensor]]:
+        seed = _seed(seed, key)
+        mixed = 0.9 * _cycle(3) + 0.1 * random_kernel(3, seed=derive_seed(seed, 2))
+        return [
+            (binary_kernel(0.5, 0.8),),  # the paper's Fig. 3 setting
+            (binary_kernel(0.2, 0.3),),
+            (binary_kernel(1e-6, 0.5),),  # a tiny switching probability
+            (binary_kernel(1e-4, 3e-4),),  # both tiny: slow mixing (P^n converges slowly)
+            (torch.tensor([[0.0, 1.0], [0.5, 0.5]], dtype=torch.float64),),  # a zero entry
+            (symmetric_kernel(5, 0.7),),  # K = 5, uniform stationary law
+            (random_kernel(4, seed=derive_seed(seed, 1)),),  # K = 4, random
+            (mixed,),  # K = 3, non-reversible
+            (_cycle(3),),  # periodic: powers of P never converge
+        ]
+
+    return cases
 
 
-@dataclass(eq=False)
-class _ModelCase:
-    """A seeded model specification with a readable ``repr`` (shown in failure messages)."""
+def _model(
+    seed: int, *, K: int = 2, d: int = 2, N: int = 3, depth: int = 1, tied: bool = True
+) -> MarkovTransformer:
+    """A float64 model, every parameter drawn from ``seed`` (the global RNG untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = MarkovTransformer(K=K, d=d, N=N, depth=depth, tied=tied, init_std=0.5).double()
+        with torch.no_grad():
+            model.pos.normal_()  # positional embeddings of unit scale
+    return model
 
-    K: int = 2
-    d: int = 2
-    N: int = 3
-    depth: int = 1
-    tied: bool = True
-    seed: int = 0
-    kernel: str = "P(0.5, 0.8)"
-    P: torch.Tensor = field(default_factory=lambda: binary_kernel(0.5, 0.8))
-    init_std: float = 0.5
 
-    def model(self) -> MarkovTransformer:
-        """A fresh float64 model, every parameter drawn from ``seed`` (global RNG untouched)."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            model = MarkovTransformer(
-                K=self.K,
-                d=self.d,
-                N=self.N,
-                depth=self.depth,
-                tied=self.tied,
-                init_std=self.init_std,
-            ).double()
-            with torch.no_grad():
-                model.pos.normal_()  # positional embeddings of unit scale
-        return model
-
-    def __repr__(self) -> str:
-        return (
-            f"MarkovTransformer(K={self.K}, d={self.d}, N={self.N}, depth={self.depth}, "
-            f"tied={self.tied}, seed={self.seed}) on {self.kernel}"
-        )
+def _shown(model: MarkovTransformer, kernel: str) -> str:
+    """A model case as failure messages show it."""
+    m = model
+    return (
+        f"MarkovTransformer(K={m.K}, d={m.d}, N={m.N}, depth={m.depth}, tied={m.tied}) on {kernel}"
+    )
 
 
 # ----------------------------------------------------------------- chapter 1: the data
 
 
-def check_stationary(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+@function_checker(stationary_distribution, _kernel_cases(1), name="stationary law")
+def check_stationary(my_stationary, *, seed=0, quiet=False):
     """Exercise ``p2c1-ex-stationary``: the stationary law (Makkuva et al. 2024, Sec. 2.2).
 
-    ``learner(P)`` must return the stationary law ``π`` (shape ``(K,)``, ``π P = π``,
+    ``my_stationary(P)`` must return the stationary law ``π`` (shape ``(K,)``, ``π P = π``,
     entries summing to one) of a row-stochastic kernel ``P`` (a float64 tensor
     ``(K, K)``). For ``P(p, q)`` it is ``(q, p) / (p + q)``. Compared with
     :func:`ccmc_lite.core.stationary_distribution` on ``P(p, q)`` (including a tiny
     ``p`` and a slowly mixing chain), a kernel with a zero entry, ``K = 3, 4, 5`` kernels,
     a non-reversible one and the periodic 3-cycle (where iterating ``P`` does not converge).
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_stationary(P)``.
-    quiet : bool
-        Do not print the message (it is still in the result).
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-    return check_function(
-        learner,
-        stationary_distribution,
-        _kernel_cases(derive_seed(_SEED, 1)),
-        name="stationary law",
-        atol=1e-6,
-        quiet=quiet,
-    )
 
 
-def check_entropy_rate(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+@function_checker(
+    lambda P: float(entropy_rate(P)), _kernel_cases(2), name="entropy rate", atol=1e-8
+)
+def check_entropy_rate(my_entropy_rate, *, seed=0, quiet=False):
     """Exercise ``p2c1-ex-entropy-rate``: the entropy rate (Makkuva et al. 2024, Sec. 2.2).
 
-    ``learner(P)`` must return ``H(x_{n+1} | x_n) = Σ_i π_i H(P_i·)`` in nats (a number),
-    with the convention ``0 log 0 = 0``; for ``P(p, q)`` this is
+    ``my_entropy_rate(P)`` must return ``H(x_{n+1} | x_n) = Σ_i π_i H(P_i·)`` in nats (a
+    number), with the convention ``0 log 0 = 0``; for ``P(p, q)`` this is
     ``(q h(p) + p h(q)) / (p + q)``. Compared with :func:`ccmc_lite.core.entropy_rate`
     on the kernels of :func:`check_stationary` (zero entries and the deterministic
     3-cycle, whose entropy rate is 0, included).
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_entropy_rate(P)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-
-    def reference(P: torch.Tensor) -> float:
-        return float(entropy_rate(P))
-
-    return check_function(
-        learner,
-        reference,
-        _kernel_cases(derive_seed(_SEED, 2)),
-        name="entropy rate",
-        atol=1e-8,
-        quiet=quiet,
-    )
 
 
 # ------------------------------------------------------- chapter 2: minima and the trap
 
 
-def check_bigram_construction(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+def _bigram_summary(out: Any, p: float, q: float, d: int) -> np.ndarray:
+    """``(|e|², b)`` of a pair ``(e, b)``: what the prediction depends on."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise ValueError(f"return a pair (e, b); got {type(out).__name__}")
+    e = np.asarray(torch.as_tensor(out[0], dtype=torch.float64).detach(), dtype=float)
+    if e.shape != (d,):
+        raise ValueError(f"e must have shape ({d},); got {e.shape}")
+    return np.array([float(e @ e), float(np.asarray(out[1], dtype=float))])
+
+
+def _bigram_reference(p: float, q: float, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    star = theta_star(_model(0, d=d, N=1), p, q)
+    return star.e.detach(), star.b.detach()
+
+
+@function_checker(
+    _bigram_reference,
+    [(0.2, 0.3, 4), (0.5, 0.5, 3), (0.3, 0.7, 2), (1e-4, 0.5, 4), (0.05, 0.9, 1)],
+    name="bigram construction (|e|^2, b)",
+    compare_as=_bigram_summary,
+    atol=1e-8,
+)
+def check_bigram_construction(my_bigram_construction, *, seed=0, quiet=False):
     """Exercise ``p2c2-ex-bigram``: the global minimum of Makkuva et al. (2024), eq. (7).
 
-    ``learner(p, q, d)`` (``p + q <= 1``) must return ``(e, b)``: the tied embedding
-    ``e`` (shape ``(d,)``) and the bias ``b`` such that the attention-free model with
-    ``p_n = 0`` predicts ``σ(x_n |e|² + b) = P(x_{n+1} = 1 | x_n)``. The prediction
+    ``my_bigram_construction(p, q, d)`` (``p + q <= 1``) must return ``(e, b)``: the tied
+    embedding ``e`` (shape ``(d,)``) and the bias ``b`` such that the attention-free model
+    with ``p_n = 0`` predicts ``σ(x_n |e|² + b) = P(x_{n+1} = 1 | x_n)``. The prediction
     depends on ``e`` only through ``|e|²``, so ``(|e|², b)`` is compared with that of
     :func:`ccmc_lite.markov.theta_star`, for ``d = 1`` and ``d > 1``, on the line
     ``p + q = 1`` (where ``e = 0``), with a tiny ``p`` and with very unequal ``p, q``.
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_bigram_construction(p, q, d)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-
-    def summary(e: Any, b: Any, d: int) -> np.ndarray:
-        e = np.asarray(torch.as_tensor(e, dtype=torch.float64).detach(), dtype=float)
-        if e.shape != (d,):
-            raise ValueError(f"e must have shape ({d},); got {e.shape}")
-        return np.array([float(e @ e), float(np.asarray(b, dtype=float))])  # (|e|^2, b)
-
-    def learned(p: float, q: float, d: int) -> np.ndarray:
-        out = learner(p, q, d)
-        if not isinstance(out, (tuple, list)) or len(out) != 2:
-            raise ValueError(f"return a pair (e, b); got {type(out).__name__}")
-        return summary(out[0], out[1], d)
-
-    def reference(p: float, q: float, d: int) -> np.ndarray:
-        star = theta_star(_ModelCase(d=d, N=1).model(), p, q)
-        return summary(star.e.detach(), star.b.detach(), d)
-
-    cases = [(0.2, 0.3, 4), (0.5, 0.5, 3), (0.3, 0.7, 2), (1e-4, 0.5, 4), (0.05, 0.9, 1)]
-    return check_function(
-        learned,
-        reference,
-        cases,
-        name="bigram construction (|e|^2, b)",
-        atol=1e-8,
-        quiet=quiet,
-    )
 
 
-def check_tied_hessian(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
-    """Exercise ``p2c2-ex-hessian``: derive ``H_α`` (Makkuva et al. 2024, eq. (12)).
-
-    ``learner(p, q, pos)`` must return the tied Hessian at ``θ_π`` in the coordinates
-    ``α = (b, e)``: ``π0 π1 [[1, uᵀ], [u, V]]`` with ``u = Σ p_n / N`` and
-    ``V = Σ p_n p_nᵀ / N + 2 (p + q - 1) I``, shape ``(1 + d, 1 + d)``, where ``pos`` is
-    the ``(N, d)`` float64 tensor of positional embeddings. Compared with
-    :func:`ccmc_lite.markov.binary_unigram_hessian` for random embeddings of unit and
-    of initial (0.02) scale, a single position (``N = 1``), ``d = 1``, ``p + q = 1`` and a
-    tiny ``p``.
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_tied_hessian(p, q, pos)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
-    """
-    _require_callable("learner", learner)
-    gen = torch_generator(derive_seed(_SEED, 4))
+def _hessian_cases(seed: int) -> list[tuple[float, float, torch.Tensor]]:
+    gen = torch_generator(_seed(seed, 4))
 
     def pos(N: int, d: int, scale: float = 1.0) -> torch.Tensor:
         return scale * torch.randn(N, d, generator=gen, dtype=torch.float64)
 
-    cases = [
+    return [
         (0.5, 0.8, pos(8, 3)),
         (0.2, 0.3, pos(8, 3)),
         (0.5, 0.8, pos(64, 4, 0.02)),  # the paper's initial scale
@@ -341,142 +215,89 @@ def check_tied_hessian(learner: Callable[..., Any], *, quiet: bool = False) -> C
         (1e-3, 0.9, pos(6, 2)),  # tiny p
     ]
 
-    def reference(p: float, q: float, pos: torch.Tensor) -> torch.Tensor:
-        return binary_unigram_hessian(p, q, pos, tied=True)
 
-    return check_function(
-        learner,
-        reference,
-        cases,
-        name="tied Hessian H_alpha (eq. (12))",
-        atol=1e-9,
-        quiet=quiet,
-    )
+@function_checker(
+    binary_unigram_hessian, _hessian_cases, name="tied Hessian H_alpha (eq. (12))", atol=1e-9
+)
+def check_tied_hessian(my_tied_hessian, *, seed=0, quiet=False):
+    """Exercise ``p2c2-ex-hessian``: derive ``H_α`` (Makkuva et al. 2024, eq. (12)).
+
+    ``my_tied_hessian(p, q, pos)`` must return the tied Hessian at ``θ_π`` in the
+    coordinates ``α = (b, e)``: ``π0 π1 [[1, uᵀ], [u, V]]`` with ``u = Σ p_n / N`` and
+    ``V = Σ p_n p_nᵀ / N + 2 (p + q - 1) I``, shape ``(1 + d, 1 + d)``, where ``pos`` is
+    the ``(N, d)`` float64 tensor of positional embeddings. Compared with
+    :func:`ccmc_lite.markov.binary_unigram_hessian` for random embeddings of unit and
+    of initial (0.02) scale, a single position (``N = 1``), ``d = 1``, ``p + q = 1`` and a
+    tiny ``p``.
+    """
 
 
-def check_untied_min_eigenvalue(value: Any, *, quiet: bool = False) -> CheckResult:
+def _untied_min_eigenvalue() -> float:
+    H = binary_unigram_hessian(0.5, 0.8, torch.zeros(4, 2, dtype=torch.float64), tied=False)
+    return float(torch.linalg.eigvalsh(H)[0])
+
+
+@value_checker(
+    _untied_min_eigenvalue, name="smallest eigenvalue of the untied H_alpha at (0.5, 0.8)"
+)
+def check_untied_min_eigenvalue(my_min_eig, *, seed=0, quiet=False):
     """Exercise ``p2c2-ex-untied``: the untied saddle (Makkuva et al. 2024, Thm. 3).
 
-    ``value`` is the learner's answer: the smallest eigenvalue of the **untied** Hessian
-    ``H_α`` (coordinates ``(b, a, e)``) at ``θ_π`` for ``(p, q) = (0.5, 0.8)``, ``d = 2`` and
-    all positional embeddings equal to zero, derived by hand. Compared with the smallest
-    eigenvalue of :func:`ccmc_lite.markov.binary_unigram_hessian` (``tied=False``).
-
-    Parameters
-    ----------
-    value : float or None
-        The learner's ``my_min_eig`` (``None``: not answered yet).
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when the answer is right to ``1e-6``.
+    ``my_min_eig`` is the learner's answer: the smallest eigenvalue of the **untied**
+    Hessian ``H_α`` (coordinates ``(b, a, e)``) at ``θ_π`` for ``(p, q) = (0.5, 0.8)``,
+    ``d = 2`` and all positional embeddings equal to zero, derived by hand. Compared (to
+    ``1e-6``) with the smallest eigenvalue of :func:`ccmc_lite.markov.binary_unigram_hessian`
+    (``tied=False``).
     """
-    H = binary_unigram_hessian(0.5, 0.8, torch.zeros(4, 2, dtype=torch.float64), tied=False)
-    expected = float(torch.linalg.eigvalsh(H)[0])
-    return _check_answer(
-        value,
-        expected,
-        name="smallest eigenvalue of the untied H_alpha at (0.5, 0.8)",
-        variable="my_min_eig",
-        atol=1e-6,
-        quiet=quiet,
-    )
 
 
 # ---------------------------------------------------------- chapter 3: trained models
 
 
-def check_attention_ratio(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+def _attention_cases(seed: int) -> list[Case]:
+    seed = _seed(seed, 6)
+    P3 = symmetric_kernel(3, 0.8)
+    cases = []
+    for k, (model_args, B, T, P, kernel) in enumerate(
+        [
+            ({"d": 4, "N": 16}, 8, 16, None, ""),  # T = N
+            ({"d": 4, "N": 16, "tied": False}, 4, 1, None, ""),  # a single token
+            ({"d": 3, "N": 8, "depth": 2}, 3, 8, None, ""),  # only the first block counts
+            ({"K": 3, "d": 4, "N": 8}, 5, 6, P3, "symmetric K=3, p=0.8"),
+            ({"d": 2, "N": 8}, None, 7, None, ""),  # x of shape (T,)
+        ]
+    ):
+        model = _model(derive_seed(seed, 100 + k), **model_args)
+        P, kernel = (binary_kernel(0.5, 0.8), "P(0.5, 0.8)") if P is None else (P, kernel)
+        x = sample_chains(P, B or 1, T, generator=torch_generator(derive_seed(seed, k + 1)))
+        x = x[0] if B is None else x
+        cases.append(Case(model, x, show=f"{_shown(model, kernel)}, x of shape {tuple(x.shape)}"))
+    return cases
+
+
+@function_checker(
+    attention_ratio,
+    _attention_cases,
+    name="attention ratio",
+    atol=1e-9,
+    context=_single_thread,
+)
+def check_attention_ratio(my_attention_ratio, *, seed=0, quiet=False):
     """Exercise ``p2c3-ex-attention``: attention vs. skip (Makkuva et al. 2024, Sec. 3.1).
 
-    ``learner(model, x)`` must return the mean over sequences and positions of
+    ``my_attention_ratio(model, x)`` must return the mean over sequences and positions of
     ``|W_O Σ_i att_{n,i} W_V x_i| / |y_n|`` in the **first** block (a number), for a
     :class:`~ccmc_lite.markov.MarkovTransformer` and tokens ``x`` of shape
     ``(B, T)`` or ``(T,)``. Compared with :func:`ccmc_lite.markov.attention_ratio` on
     random models (``K = 2`` and ``K = 3``, depth 1 and 2) and sequences, including a
     single token (``T = 1``), a 1-D input and ``T = N``.
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_attention_ratio(model, x)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-    seed = derive_seed(_SEED, 6)
-
-    @dataclass(eq=False)
-    class Case:
-        spec: _ModelCase
-        x: torch.Tensor
-
-        def __repr__(self) -> str:
-            return f"{self.spec!r}, x of shape {tuple(self.x.shape)}"
-
-    def case(spec: _ModelCase, B: int | None, T: int) -> tuple[Case]:
-        gen = torch_generator(derive_seed(seed, spec.seed))
-        x = sample_chains(spec.P, 1 if B is None else B, T, generator=gen)
-        return (Case(spec, x[0] if B is None else x),)
-
-    P3 = symmetric_kernel(3, 0.8)
-    cases = [
-        case(_ModelCase(d=4, N=16, seed=1), 8, 16),  # T = N
-        case(_ModelCase(d=4, N=16, seed=2, tied=False), 4, 1),  # a single token
-        case(_ModelCase(d=3, N=8, depth=2, seed=3), 3, 8),  # only the first block counts
-        case(_ModelCase(K=3, d=4, N=8, seed=4, kernel="symmetric K=3, p=0.8", P=P3), 5, 6),
-        case(_ModelCase(d=2, N=8, seed=5), None, 7),  # x of shape (T,)
-    ]
-
-    def call(fn: Callable[..., Any]) -> Callable[[Case], Any]:
-        return lambda c: fn(c.spec.model(), c.x)
-
-    with _single_thread():
-        return check_function(
-            call(learner),
-            call(attention_ratio),
-            cases,
-            name="attention ratio",
-            atol=1e-9,
-            quiet=quiet,
-        )
 
 
-def check_appendix_d_logits(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
-    """Exercise ``p2c3-ex-appendix-d``: the formula of App. D (Makkuva et al. 2024, eq. (26)).
-
-    ``learner(e, p, w1, b, beta, d, r)`` must return ``(logit at x_n = 1, logit at x_n = 0)``
-    for the low-rank solution ``e = e v``, ``p_n = p v``, ``W_1 = w_1 w vᵀ``,
-    ``W_2 = W_1ᵀ``: ``e d s (1 + w_1² d n(s)) + b`` with ``s = e x_n + p`` and ``n(s)`` the
-    number of active ReLUs, ``β`` if ``w_1 s > 0`` and ``r - β`` otherwise. Compared with
-    :func:`ccmc_lite.markov.appendix_d_logits` on the paper's numbers and on cases where
-    the signs differ from the paper's (so that eq. (26) as printed does not apply), with
-    ``β = 0``, ``β = r`` and ``d = r = 1``.
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_appendix_d_logits(e, p, w1, b, beta, d, r)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
-    """
-    _require_callable("learner", learner)
-    rng = np.random.default_rng(derive_seed(_SEED, 7))
+def _appendix_d_cases(seed: int) -> list[tuple[float, ...]]:
+    rng = np.random.default_rng(_seed(seed, 7))
     e_r, p_r, w_r, b_r = (float(v) for v in rng.normal(0.0, 0.5, 4))
-    cases = [
+    return [
         (0.3618, -0.1539, 0.3264, -0.1229, 5, 4, 16),  # the paper's trained model
         (0.5, 0.2, 0.3, 0.1, 5, 4, 16),  # p > 0: both symbols activate the same ReLUs
         (0.3618, -0.1539, -0.3264, -0.1229, 5, 4, 16),  # w1 < 0: the roles of β swap
@@ -487,43 +308,73 @@ def check_appendix_d_logits(learner: Callable[..., Any], *, quiet: bool = False)
         (e_r, p_r, w_r, b_r, 7, 4, 16),  # random
     ]
 
-    def reference(e: float, p: float, w1: float, b: float, beta: int, d: int, r: int) -> tuple:
-        return appendix_d_logits(e, p, w1, b, beta, d=d, r=r)
 
-    return check_function(
-        learner,
-        reference,
-        cases,
-        name="App. D logits (x_n = 1, x_n = 0)",
-        atol=1e-9,
-        quiet=quiet,
-    )
+@function_checker(
+    lambda e, p, w1, b, beta, d, r: appendix_d_logits(e, p, w1, b, beta, d=d, r=r),
+    _appendix_d_cases,
+    name="App. D logits (x_n = 1, x_n = 0)",
+    atol=1e-9,
+)
+def check_appendix_d_logits(my_appendix_d_logits, *, seed=0, quiet=False):
+    """Exercise ``p2c3-ex-appendix-d``: the formula of App. D (Makkuva et al. 2024, eq. (26)).
+
+    ``my_appendix_d_logits(e, p, w1, b, beta, d, r)`` must return
+    ``(logit at x_n = 1, logit at x_n = 0)`` for the low-rank solution ``e = e v``,
+    ``p_n = p v``, ``W_1 = w_1 w vᵀ``, ``W_2 = W_1ᵀ``: ``e d s (1 + w_1² d n(s)) + b`` with
+    ``s = e x_n + p`` and ``n(s)`` the number of active ReLUs, ``β`` if ``w_1 s > 0`` and
+    ``r - β`` otherwise. Compared with :func:`ccmc_lite.markov.appendix_d_logits` on the
+    paper's numbers and on cases where the signs differ from the paper's (so that eq. (26)
+    as printed does not apply), with ``β = 0``, ``β = r`` and ``d = r = 1``.
+    """
 
 
 # ------------------------------------------------------------------- chapter 4: depth
 
 
-def _unigram_point_summary(model: Any, spec: _ModelCase) -> np.ndarray:
+def _unigram_point_summary(point: Any, model: MarkovTransformer, P: torch.Tensor) -> np.ndarray:
     """Exact loss, largest gradient entry and the eigenvalues of ``H_α`` of a model."""
-    if not isinstance(model, MarkovTransformer):
-        raise TypeError(f"return a MarkovTransformer; got {type(model).__name__}")
-    model = model.double()
-    model.zero_grad()
-    loss = population_loss(model, spec.P, method="enumerate")
-    grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+    if not isinstance(point, MarkovTransformer):
+        raise TypeError(f"return a MarkovTransformer; got {type(point).__name__}")
+    point = point.double()
+    point.zero_grad()
+    loss = population_loss(point, P, method="enumerate")
+    grads = torch.autograd.grad(loss, list(point.parameters()), allow_unused=True)
     grad = max(float(g.abs().max()) for g in grads if g is not None)
-    readout = ["e"] if spec.tied else ["a", "e"]
-    if spec.K > 2:
+    readout = ["e"] if model.tied else ["a", "e"]
+    if model.K > 2:
         readout = [n.upper() for n in readout]
-    H, _ = population_hessian(model, spec.P, ["b", *readout], method="enumerate")
+    H, _ = population_hessian(point, P, ["b", *readout], method="enumerate")
     eigs = torch.linalg.eigvalsh(H).numpy()
     return np.concatenate([[float(loss.detach()), grad], eigs])
 
 
-def check_theta_pi(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+def _theta_pi_cases(seed: int) -> list[Case]:
+    specs = [
+        ({"depth": 1}, "P(0.5, 0.8)", binary_kernel(0.5, 0.8)),
+        ({"depth": 2}, "P(0.5, 0.8)", binary_kernel(0.5, 0.8)),
+        ({"depth": 3, "tied": False}, "P(0.2, 0.3)", binary_kernel(0.2, 0.3)),
+        ({"depth": 2, "N": 1}, "P(0.9, 0.6)", binary_kernel(0.9, 0.6)),
+        ({"K": 3, "depth": 2}, "symmetric K=3, p=0.8", symmetric_kernel(3, 0.8)),
+    ]
+    cases = []
+    for k, (model_args, kernel, P) in enumerate(specs):
+        model = _model(_seed(seed, 100 + k), **model_args)
+        cases.append(Case(model, P, show=_shown(model, kernel)))
+    return cases
+
+
+@function_checker(
+    theta_pi,
+    _theta_pi_cases,
+    name="theta_pi (exact loss, max |grad|, eigenvalues of H_alpha)",
+    compare_as=_unigram_point_summary,
+    atol=1e-9,
+    context=_single_thread,
+)
+def check_theta_pi(my_theta_pi, *, seed=0, quiet=False):
     """Exercise ``p2c4-ex-theta-pi``: ``θ_π`` at any depth (Makkuva et al. 2024, eq. (11)).
 
-    ``learner(model, P)`` must return a **copy** of the
+    ``my_theta_pi(model, P)`` must return a **copy** of the
     :class:`~ccmc_lite.markov.MarkovTransformer` ``model`` set to the unigram
     point ``θ_π``: token embedding and readout zero, ``W_O = W_2 = 0`` in **every** block,
     and the bias making the prediction the stationary law (``b = log(p/q)`` for ``K = 2``,
@@ -533,285 +384,145 @@ def check_theta_pi(learner: Callable[..., Any], *, quiet: bool = False) -> Check
     (``(b, a, e)`` untied), all computed exactly. Cases: depth 1, 2 and 3, tied and
     untied, ``K = 2`` and ``K = 3``, a single position (``N = 1``); the free parameters
     are drawn with a large scale so that a block left switched on shows.
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_theta_pi(model, P)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-    cases = [
-        (_ModelCase(depth=1, seed=1),),
-        (_ModelCase(depth=2, seed=2),),
-        (_ModelCase(depth=3, seed=3, tied=False, kernel="P(0.2, 0.3)", P=binary_kernel(0.2, 0.3)),),
-        (_ModelCase(depth=2, N=1, seed=4, kernel="P(0.9, 0.6)", P=binary_kernel(0.9, 0.6)),),
-        (
-            _ModelCase(
-                K=3, depth=2, seed=5, kernel="symmetric K=3, p=0.8", P=symmetric_kernel(3, 0.8)
-            ),
-        ),
-    ]
-
-    def call(fn: Callable[..., Any]) -> Callable[[_ModelCase], np.ndarray]:
-        return lambda spec: _unigram_point_summary(fn(spec.model(), spec.P), spec)
-
-    with _single_thread():
-        return check_function(
-            call(learner),
-            call(theta_pi),
-            cases,
-            name="theta_pi (exact loss, max |grad|, eigenvalues of H_alpha)",
-            atol=1e-9,
-            quiet=quiet,
-        )
 
 
-def check_unigram_gap(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
-    """Exercise ``p2c4-ex-gap``: where a run ends (Makkuva et al. 2024, Remark 2).
-
-    ``learner(loss, kernels)`` must return ``(L - H(x_{n+1}|x_n)) / I(x_n; x_{n+1})`` for
-    losses ``loss`` of shape ``(R, S)`` (run, checkpoint) and kernels of shape
-    ``(R, K, K)`` (one per run), with the shape of ``loss``: 0 at the entropy rate, 1 at
-    the unigram loss ``H(π)``. Compared with :func:`ccmc_lite.markov.unigram_gap` on
-    losses exactly at the two levels, random losses for several kernels, ``K = 3`` kernels,
-    a single run with a single checkpoint, and a kernel with a tiny ``p``.
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_unigram_gap(loss, kernels)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
-    """
-    _require_callable("learner", learner)
-    gen = torch_generator(derive_seed(_SEED, 9))
+def _gap_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch_generator(_seed(seed, 9))
     two = torch.stack([binary_kernel(0.5, 0.8), binary_kernel(0.2, 0.3)])
-    levels = torch.stack([entropy_rate(two), unigram_entropy(two)], -1)  # (2, 2): the two levels
+    levels = torch.stack([entropy_rate(two), unigram_entropy(two)], -1)  # (2, 2): the levels
     three = torch.stack([binary_kernel(a, b) for a, b in ((0.5, 0.8), (0.9, 0.9), (0.1, 0.4))])
-    K3 = torch.stack([symmetric_kernel(3, 0.8), random_kernel(3, seed=derive_seed(_SEED, 10))])
-    cases = [
+    K3 = torch.stack([symmetric_kernel(3, 0.8), random_kernel(3, seed=_seed(seed, 10))])
+    return [
         (levels, two),  # exactly at the two levels: 0 and 1
         (0.4 + 0.4 * torch.rand(3, 5, generator=gen, dtype=torch.float64), three),
         (0.8 + 0.3 * torch.rand(2, 4, generator=gen, dtype=torch.float64), K3),  # K = 3
         (torch.tensor([[0.6]], dtype=torch.float64), binary_kernel(0.3, 0.9)[None]),  # R = S = 1
         (torch.tensor([[0.01, 0.02]], dtype=torch.float64), binary_kernel(1e-3, 0.5)[None]),
     ]
-    return check_function(learner, unigram_gap, cases, name="unigram gap", atol=1e-8, quiet=quiet)
+
+
+@function_checker(unigram_gap, _gap_cases, name="unigram gap", atol=1e-8)
+def check_unigram_gap(my_unigram_gap, *, seed=0, quiet=False):
+    """Exercise ``p2c4-ex-gap``: where a run ends (Makkuva et al. 2024, Remark 2).
+
+    ``my_unigram_gap(loss, kernels)`` must return ``(L - H(x_{n+1}|x_n)) / I(x_n; x_{n+1})``
+    for losses ``loss`` of shape ``(R, S)`` (run, checkpoint) and kernels of shape
+    ``(R, K, K)`` (one per run), with the shape of ``loss``: 0 at the entropy rate, 1 at
+    the unigram loss ``H(π)``. Compared with :func:`ccmc_lite.markov.unigram_gap` on
+    losses exactly at the two levels, random losses for several kernels, ``K = 3`` kernels,
+    a single run with a single checkpoint, and a kernel with a tiny ``p``.
+    """
 
 
 # ----------------------------------------------------------- chapter 5: phase diagram
 
 
-def check_trap_curvature(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+def _curvature_cases(seed: int) -> list[tuple[float, float]]:
+    p_r, q_r = (float(v) for v in np.random.default_rng(_seed(seed, 11)).uniform(0.05, 0.95, 2))
+    return [(0.5, 0.8), (0.2, 0.3), (0.1, 0.85), (0.85, 0.85), (0.4, 0.6), (1e-4, 0.5), (p_r, q_r)]
+
+
+@function_checker(
+    lambda p, q: float(unigram_curvature(binary_kernel(p, q))[0]),
+    _curvature_cases,
+    name="trap curvature 2 pi0 pi1 (p+q-1)",
+    atol=1e-10,
+)
+def check_trap_curvature(my_trap_curvature, *, seed=0, quiet=False):
     """Exercise ``p2c5-ex-curvature``: the depth of the trap (Makkuva et al. 2024, eq. (12)).
 
-    ``learner(p, q)`` must return the curvature that the switching term gives the tied
-    loss at ``θ_π`` along a unit direction of ``e`` when all positional embeddings are
+    ``my_trap_curvature(p, q)`` must return the curvature that the switching term gives the
+    tied loss at ``θ_π`` along a unit direction of ``e`` when all positional embeddings are
     equal: ``2 π0 π1 (p + q - 1)`` (positive: a trap). Compared with
     :func:`ccmc_lite.markov.unigram_curvature` on the Fig. 4 grid's corners and centre,
     the line ``p + q = 1``, a tiny ``p`` and a random ``(p, q)``.
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_trap_curvature(p, q)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-    rng = np.random.default_rng(derive_seed(_SEED, 11))
-    p_r, q_r = (float(v) for v in rng.uniform(0.05, 0.95, 2))
-    cases = [(0.5, 0.8), (0.2, 0.3), (0.1, 0.85), (0.85, 0.85), (0.4, 0.6), (1e-4, 0.5), (p_r, q_r)]
-
-    def reference(p: float, q: float) -> float:
-        return float(unigram_curvature(binary_kernel(p, q))[0])
-
-    return check_function(
-        learner,
-        reference,
-        cases,
-        name="trap curvature 2 pi0 pi1 (p+q-1)",
-        atol=1e-10,
-        quiet=quiet,
-    )
 
 
-def check_phase_prediction(value: Any, grid: Any, *, quiet: bool = False) -> CheckResult:
-    """Exercise ``p2c5-ex-predict``: predict Fig. 4 (Makkuva et al. 2024, Fig. 4, Thms. 1–2).
-
-    ``value[i, j]`` is the learner's prediction of the tied model's probability of a 1
-    after a 0 at ``(p, q) = (grid[i], grid[j])``, assuming every run ends where the
-    landscape says: at the unigram point, which predicts ``π1 = p / (p + q)``, where it is
-    a local minimum (positive curvature from
-    :func:`ccmc_lite.markov.unigram_curvature`), and at the kernel's ``p`` elsewhere.
-    The expected grid is computed from :func:`ccmc_lite.core.stationary_distribution`
-    and :func:`ccmc_lite.markov.unigram_curvature`.
-
-    Parameters
-    ----------
-    value : array-like or None
-        The learner's ``my_prediction`` of shape ``(G, G)`` (``None``: not answered yet).
-    grid : array-like
-        The ``G`` switching probabilities of the chapter's grid, in ``(0, 1)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every entry is right to ``1e-6``.
-    """
+def _grid(grid: Any) -> list[float]:
     g = as_tensor("grid", grid, ndim=1)
     if g.numel() == 0:
         raise ValueError("grid must not be empty")
-    g = [
-        check_float("grid", float(v), minimum=0.0, maximum=1.0, open_lower=True, open_upper=True)
-        for v in g
-    ]
+    opts = {"minimum": 0.0, "maximum": 1.0, "open_lower": True, "open_upper": True}
+    return [check_float("grid", float(v), **opts) for v in g]
 
-    def reference(p: float, q: float) -> float:
+
+def _predicted_grid(grid: Any) -> np.ndarray:
+    def predicted(p: float, q: float) -> float:
         P = binary_kernel(p, q)
         trapped = float(unigram_curvature(P)[0]) > 0  # the unigram point is a local minimum
         return float(stationary_distribution(P)[1]) if trapped else p
 
-    name = "predicted Fig. 4 (tied)"
-    expected = np.array([[reference(p, q) for q in g] for p in g])  # (G, G)
-    answer = _check_answer(
-        value, expected, name=name, variable="my_prediction", atol=1e-6, quiet=True
-    )
-    try:
-        table = np.asarray(value, dtype=float)  # (G, G) when the answer has the right form
-    except (TypeError, ValueError):
-        table = None
-    if answer or table is None or table.shape != expected.shape:
-        if not quiet:
-            print(answer.message)
-        return answer
-    # A wrong grid: report cell by cell, so that the message names (p, q).
-    cells = {(p, q): (i, j) for i, p in enumerate(g) for j, q in enumerate(g)}
-    return check_function(
-        lambda p, q: table[cells[p, q]],
-        lambda p, q: expected[cells[p, q]],  # the reference values computed above
-        list(cells),
-        name=name,
-        atol=1e-6,
-        quiet=quiet,
-    )
+    g = _grid(grid)
+    return np.array([[predicted(p, q) for q in g] for p in g])  # (G, G)
+
+
+@value_checker(
+    _predicted_grid,
+    name="predicted Fig. 4 (tied)",
+    entries=lambda grid: [
+        (f"at (p, q) = ({p:g}, {q:g})", (i, j))
+        for i, p in enumerate(_grid(grid))
+        for j, q in enumerate(_grid(grid))
+    ],
+)
+def check_phase_prediction(my_prediction, *, grid, seed=0, quiet=False):
+    """Exercise ``p2c5-ex-predict``: predict Fig. 4 (Makkuva et al. 2024, Fig. 4, Thms. 1–2).
+
+    ``my_prediction[i, j]`` is the learner's prediction of the tied model's probability of a
+    1 after a 0 at ``(p, q) = (grid[i], grid[j])``, assuming every run ends where the
+    landscape says: at the unigram point, which predicts ``π1 = p / (p + q)``, where it is
+    a local minimum (positive curvature from
+    :func:`ccmc_lite.markov.unigram_curvature`), and at the kernel's ``p`` elsewhere.
+    The expected grid is computed from :func:`ccmc_lite.core.stationary_distribution`
+    and :func:`ccmc_lite.markov.unigram_curvature`; each cell must be right to ``1e-6``.
+
+    Parameters
+    ----------
+    grid : array-like
+        The ``G`` switching probabilities of the chapter's grid, in ``(0, 1)``.
+    """
 
 
 # ------------------------------------------------------------- chapter 6: K states
 
 
-def check_lag_one_covariance(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+@function_checker(lag_one_covariance, _kernel_cases(13), name="lag-one covariance C", atol=1e-9)
+def check_lag_one_covariance(my_lag_one_covariance, *, seed=0, quiet=False):
     """Exercise ``p2c6-ex-covariance``: the lag-one covariance (Part II, "Beyond two states").
 
-    ``learner(P)`` must return ``C = diag(π) P - π πᵀ`` (shape ``(K, K)``), the covariance
-    of the one-hot vectors of ``x_n`` and ``x_{n+1}`` under the stationary chain. Compared
-    with :func:`ccmc_lite.markov.lag_one_covariance` on the kernels of
+    ``my_lag_one_covariance(P)`` must return ``C = diag(π) P - π πᵀ`` (shape ``(K, K)``),
+    the covariance of the one-hot vectors of ``x_n`` and ``x_{n+1}`` under the stationary
+    chain. Compared with :func:`ccmc_lite.markov.lag_one_covariance` on the kernels of
     :func:`check_stationary` (a non-reversible kernel, where ``C ≠ Cᵀ``, included).
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_lag_one_covariance(P)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-    return check_function(
-        learner,
-        lag_one_covariance,
-        _kernel_cases(derive_seed(_SEED, 13)),
-        name="lag-one covariance C",
-        atol=1e-9,
-        quiet=quiet,
-    )
 
 
-def check_unigram_curvature(learner: Callable[..., Any], *, quiet: bool = False) -> CheckResult:
+@function_checker(
+    unigram_curvature,
+    _kernel_cases(14),
+    name="unigram curvature (eigenvalues of -C_s on 1-perp)",
+    atol=1e-9,
+)
+def check_unigram_curvature(my_unigram_curvature, *, seed=0, quiet=False):
     """Exercise ``p2c6-ex-criterion``: the ``K``-state trap criterion (extends Thm. 2).
 
-    ``learner(P)`` must return the eigenvalues, in ascending order (shape ``(K-1,)``), of
-    ``-C_s`` restricted to the subspace orthogonal to ``1``, where ``C_s`` is the
-    symmetric part of ``C = diag(π) P - π πᵀ``: all positive means the tied unigram point
-    is a bad local minimum. Compared with :func:`ccmc_lite.markov.unigram_curvature` on
-    the kernels of :func:`check_stationary` (``K = 2``: one eigenvalue; ``K = 5``
+    ``my_unigram_curvature(P)`` must return the eigenvalues, in ascending order (shape
+    ``(K-1,)``), of ``-C_s`` restricted to the subspace orthogonal to ``1``, where ``C_s``
+    is the symmetric part of ``C = diag(π) P - π πᵀ``: all positive means the tied unigram
+    point is a bad local minimum. Compared with :func:`ccmc_lite.markov.unigram_curvature`
+    on the kernels of :func:`check_stationary` (``K = 2``: one eigenvalue; ``K = 5``
     symmetric: a repeated one; non-reversible kernels).
-
-    Parameters
-    ----------
-    learner : callable
-        The learner's ``my_unigram_curvature(P)``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when every case passed.
     """
-    _require_callable("learner", learner)
-    return check_function(
-        learner,
-        unigram_curvature,
-        _kernel_cases(derive_seed(_SEED, 14)),
-        name="unigram curvature (eigenvalues of -C_s on 1-perp)",
-        atol=1e-9,
-        quiet=quiet,
-    )
 
 
-def _cyclic_kernel(K: int, p: float) -> torch.Tensor:
-    """Stay with probability ``1 - p``, else move to ``x + 1 mod K``."""
-    return (1.0 - p) * torch.eye(K, dtype=torch.float64) + p * _cycle(K)
-
-
-def check_cyclic_threshold(value: Any, *, quiet: bool = False) -> CheckResult:
-    """Exercise ``p2c6-ex-cyclic``: the threshold of a cyclic chain (open in Makkuva et al.).
-
-    ``value`` is the learner's answer: the switching probability ``p*`` above which the
-    tied unigram point is a bad local minimum for the **cyclic** 3-state chain (stay with
-    probability ``1 - p``, else move to ``x + 1 mod 3``). The expected value is the sign
-    change of the smallest eigenvalue of :func:`ccmc_lite.markov.unigram_curvature`,
-    located by bisection to ``1e-10``.
-
-    Parameters
-    ----------
-    value : float or None
-        The learner's ``my_threshold`` (``None``: not answered yet).
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    CheckResult
-        Truthy when the answer is right to ``1e-6``.
-    """
+def _cyclic_threshold() -> float:
+    """Where the smallest curvature of the cyclic 3-state chain changes sign (bisection)."""
 
     def trapped(p: float) -> bool:
-        return float(unigram_curvature(_cyclic_kernel(3, p)).min()) > 0
+        P = (1.0 - p) * torch.eye(3, dtype=torch.float64) + p * _cycle(3)
+        return float(unigram_curvature(P).min()) > 0
 
     lo, hi = 1e-3, 1.0 - 1e-9
     if trapped(lo) or not trapped(hi):  # pragma: no cover - a property of the reference
@@ -819,11 +530,16 @@ def check_cyclic_threshold(value: Any, *, quiet: bool = False) -> CheckResult:
     while hi - lo > 1e-10:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if trapped(mid) else (mid, hi)
-    return _check_answer(
-        value,
-        0.5 * (lo + hi),
-        name="threshold p* of the cyclic 3-state chain",
-        variable="my_threshold",
-        atol=1e-6,
-        quiet=quiet,
-    )
+    return 0.5 * (lo + hi)
+
+
+@value_checker(_cyclic_threshold, name="threshold p* of the cyclic 3-state chain")
+def check_cyclic_threshold(my_threshold, *, seed=0, quiet=False):
+    """Exercise ``p2c6-ex-cyclic``: the threshold of a cyclic chain (open in Makkuva et al.).
+
+    ``my_threshold`` is the learner's answer: the switching probability ``p*`` above which
+    the tied unigram point is a bad local minimum for the **cyclic** 3-state chain (stay
+    with probability ``1 - p``, else move to ``x + 1 mod 3``). The expected value is the
+    sign change of the smallest eigenvalue of :func:`ccmc_lite.markov.unigram_curvature`,
+    located by bisection to ``1e-10``; the answer must be right to ``1e-6``.
+    """

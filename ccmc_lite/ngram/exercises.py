@@ -1,13 +1,10 @@
 """Checkers for the exercises of Part III (Varre, Yüce & Flammarion 2025).
 
-Every chapter of Part III ends with exercises; each is checked by one function here. A
-checker takes the learner's function (or value), runs it on inputs it generates itself
-from a fixed seed (random draws plus edge cases: a prompt of length 1, ``T = n``, a chain
-with zero transitions, ``S = 2`` and ``S > 2``, ...), compares every answer with the
-**package's reference implementation**, prints one ✅/❌ line naming the failing input, the
-expected and the returned value, and returns a :class:`ccmc_lite.core.CheckResult`.
-A stub that raises ``NotImplementedError`` (or a value left at ``None``) is reported as
-"not implemented yet" instead of raising.
+Every chapter of Part III ends with exercises; each is checked by one function here, a row
+of the table run by :mod:`ccmc_lite.core.checking`: the learner's function (or value) is
+compared with the **package's reference implementation** on inputs drawn from ``seed``
+(random draws plus edge cases: a prompt of length 1, ``T = n``, a chain with zero
+transitions, ``S = 2`` and ``S > 2``, ...).
 
 ========================================  ===========  =====================================
 checker                                   chapter      reference
@@ -28,15 +25,15 @@ checker                                   chapter      reference
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..core.checking import CheckResult, check_function, check_value, require_callable
+from ..core.checking import Case, describe, function_checker, value_checker
 from ..core.seeding import derive_seed, numpy_rng, torch_generator
-from ..core.validation import check_float, check_int, check_seed
+from ..core.validation import check_float, check_int
 from .data import (
     NGramTask,
     dirichlet_mean_entropy,
@@ -62,8 +59,6 @@ __all__ = [
     "check_suffix_law",
 ]
 
-Case = tuple[Any, ...]
-
 
 def _tokens(values: Sequence[int]) -> torch.Tensor:
     return torch.tensor(list(values), dtype=torch.long)
@@ -77,9 +72,9 @@ def _ngram_tokens(S: int, T: int, seed: int) -> torch.Tensor:
 # ------------------------------------------------------------------ Chapter 1
 
 
-def _kgram_cases(seed: int) -> list[Case]:
+def _kgram_cases(seed: int) -> list[Any]:
     hand = _tokens([0, 1, 0, 2, 0, 1, 0])  # the chapter's hand-checked example
-    cases: list[Case] = [
+    cases: list[Any] = [
         (hand, 3, 2, 0.0),
         (hand, 3, 1, 0.0),
         (hand, 3, 3, 0.0),
@@ -104,9 +99,8 @@ def _kgram_reference(x: torch.Tensor, S: int, k: int, beta: float) -> torch.Tens
     return kgram_estimator(x.unsqueeze(0), S, k, smoothing=beta)[0]
 
 
-def check_kgram_estimator(
-    my_kgram_estimator: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(_kgram_reference, _kgram_cases, name="k-gram estimator (Def. 2.1)")
+def check_kgram_estimator(my_kgram_estimator, *, seed=0, quiet=False):
     """Check the exercise "Implement the k-gram estimator" (Part III, Chapter 1).
 
     The learner's ``my_kgram_estimator(x, S, k, beta)`` takes one sequence ``x`` (a 1-D
@@ -115,30 +109,7 @@ def check_kgram_estimator(
     ``x_{T+1}``: the add-β smoothed k-gram estimator of Varre et al. 2025, Def. 2.1,
     ``(count + β) / (total + Sβ)``, and the uniform law when ``β = 0`` and the history was
     never seen. Reference: :func:`ccmc_lite.ngram.kgram_estimator`.
-
-    Parameters
-    ----------
-    my_kgram_estimator : callable
-        The learner's function.
-    seed : int
-        Seed of the random test sequences (edge cases are fixed).
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_kgram_estimator", my_kgram_estimator)
-    seed = check_seed(seed)
-    return check_function(
-        my_kgram_estimator,
-        _kgram_reference,
-        _kgram_cases(seed),
-        name="k-gram estimator (Def. 2.1)",
-        quiet=quiet,
-    )
 
 
 def _deterministic_chain(S: int, n: int) -> torch.Tensor:
@@ -150,8 +121,8 @@ def _deterministic_chain(S: int, n: int) -> torch.Tensor:
     return P
 
 
-def _lifted_cases(seed: int) -> list[Case]:
-    cases: list[Case] = [
+def _lifted_cases(seed: int) -> list[Any]:
+    cases: list[Any] = [
         (torch.tensor([[0.7, 0.3], [0.4, 0.6]], dtype=torch.float64),),  # n = 2: M = P
         (torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64),),  # n = 1: a single state
         (_deterministic_chain(2, 3),),  # zero transitions
@@ -167,9 +138,8 @@ def _lifted_reference(P: torch.Tensor) -> torch.Tensor:
     return lifted_transition_matrix(P.unsqueeze(0), S, n)[0]
 
 
-def check_lifted_transition_matrix(
-    my_lifted_matrix: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(_lifted_reference, _lifted_cases, name="lifted chain (App. H, Def. H.2)")
+def check_lifted_transition_matrix(my_lifted_matrix, *, seed=0, quiet=False):
     """Check the exercise "Build the lifted chain" (Part III, Chapter 1).
 
     ``my_lifted_matrix(P)`` takes one n-gram transition tensor ``P`` of shape
@@ -179,30 +149,7 @@ def check_lifted_transition_matrix(
     ``h' = (h_2, ..., h_{n-1}, j)``, histories coded row-major (oldest token most
     significant); ``n = 1`` gives ``[[1.0]]``. Reference:
     :func:`ccmc_lite.ngram.lifted_transition_matrix`.
-
-    Parameters
-    ----------
-    my_lifted_matrix : callable
-        The learner's function.
-    seed : int
-        Seed of the random transition tensors.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_lifted_matrix", my_lifted_matrix)
-    seed = check_seed(seed)
-    return check_function(
-        my_lifted_matrix,
-        _lifted_reference,
-        _lifted_cases(seed),
-        name="lifted chain (App. H, Def. H.2)",
-        quiet=quiet,
-    )
 
 
 # ------------------------------------------------------------------ Chapter 2
@@ -223,8 +170,8 @@ def _enumerated_laws(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.
     return laws
 
 
-def _suffix_law_cases(seed: int) -> list[Case]:
-    cases: list[Case] = []
+def _suffix_law_cases(seed: int) -> list[Any]:
+    cases: list[Any] = []
     for tokens, prob, nxt, S in _enumerated_laws(seed):
         for L in (0, 1, 2):
             cases.append((tokens, prob, nxt, S, L))
@@ -232,9 +179,8 @@ def _suffix_law_cases(seed: int) -> list[Case]:
     return cases
 
 
-def check_suffix_law(
-    my_suffix_law: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(suffix_law, _suffix_law_cases, name="suffix-conditional law (Prop. 3.2)")
+def check_suffix_law(my_suffix_law, *, seed=0, quiet=False):
     """Check the exercise "The suffix-conditional law" (Part III, Chapter 2).
 
     ``my_suffix_law(tokens, prob, nxt, S, L)`` takes an enumerated law of sequences
@@ -244,35 +190,12 @@ def check_suffix_law(
     the predictor at which a model whose score depends on that suffix is stationary
     (Varre et al. 2025, Prop. 3.2). Suffixes of probability zero get the uniform row.
     Reference: :func:`ccmc_lite.ngram.suffix_law`.
-
-    Parameters
-    ----------
-    my_suffix_law : callable
-        The learner's function.
-    seed : int
-        Seed of the random chains.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_suffix_law", my_suffix_law)
-    seed = check_seed(seed)
-    return check_function(
-        my_suffix_law,
-        suffix_law,
-        _suffix_law_cases(seed),
-        name="suffix-conditional law (Prop. 3.2)",
-        quiet=quiet,
-    )
 
 
-def _suffix_gradient_cases(seed: int) -> list[Case]:
+def _suffix_gradient_cases(seed: int) -> list[Any]:
     gen = torch_generator(seed)
-    cases: list[Case] = []
+    cases: list[Any] = []
     for tokens, prob, nxt, S in _enumerated_laws(seed):
         for L in (0, 1, 2):
             W = torch.randn(S**L, S, generator=gen, dtype=torch.float64)
@@ -296,9 +219,13 @@ def _suffix_gradient_reference(
         return exact_population_gradient(model, tokens, prob, nxt).reshape(W.shape)
 
 
-def check_suffix_gradient(
-    my_suffix_gradient: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    _suffix_gradient_reference,
+    _suffix_gradient_cases,
+    name="suffix-model gradient (Lemma 3.1)",
+    atol=1e-8,
+)
+def check_suffix_gradient(my_suffix_gradient, *, seed=0, quiet=False):
     """Check the exercise "Lemma 3.1 by hand" (Part III, Chapter 2).
 
     ``my_suffix_gradient(W, tokens, prob, nxt, L)`` returns the gradient with respect to
@@ -309,42 +236,18 @@ def check_suffix_gradient(
     it is ``Σ_x prob[x] (softmax(W[h(x)]) − nxt[x])`` accumulated in row ``h(x)``.
     Reference: :func:`ccmc_lite.ngram.exact_population_gradient` on a
     ``SuffixModel`` holding ``W``.
-
-    Parameters
-    ----------
-    my_suffix_gradient : callable
-        The learner's function.
-    seed : int
-        Seed of the random chains and of ``W``.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_suffix_gradient", my_suffix_gradient)
-    seed = check_seed(seed)
-    return check_function(
-        my_suffix_gradient,
-        _suffix_gradient_reference,
-        _suffix_gradient_cases(seed),
-        name="suffix-model gradient (Lemma 3.1)",
-        atol=1e-8,
-        quiet=quiet,
-    )
 
 
 # ------------------------------------------------------------------ Chapter 3
 
 
-def _offset_cases(seed: int) -> list[Case]:
+def _offset_cases(seed: int) -> list[Any]:
     gen = torch_generator(seed)
     rand = torch.randn(2, 6, 6, generator=gen, dtype=torch.float64)
     upper = torch.triu(torch.full((1, 5, 5), 10.0, dtype=torch.float64), diagonal=1)
     star = theta_star(3, S=5, T=8, n_heads=2, c=5.0)["A1"].double()
-    cases: list[Case] = [
+    cases: list[Any] = [
         (rand, 1),
         (rand, 0),
         (torch.zeros(2, 5, 5, dtype=torch.float64), 1),  # uniform causal attention
@@ -357,9 +260,8 @@ def _offset_cases(seed: int) -> list[Case]:
     return cases
 
 
-def check_offset_attention(
-    my_offset_attention: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(offset_attention, _offset_cases, name="offset attention (Sec. 5, Fig. 5)")
+def check_offset_attention(my_offset_attention, *, seed=0, quiet=False):
     """Check the exercise "Read the stage from the attention maps" (Part III, Chapter 3).
 
     ``my_offset_attention(A1, offset)`` takes the first-layer parameter ``A1`` of the
@@ -369,33 +271,10 @@ def check_offset_attention(
     ``i = offset, ..., T-2`` (the last row is excluded), shape ``(H,)``: the summary behind
     the stage detection of Sec. 5 (Figs. 3b and 5). Reference:
     :func:`ccmc_lite.ngram.offset_attention`.
-
-    Parameters
-    ----------
-    my_offset_attention : callable
-        The learner's function.
-    seed : int
-        Seed of the random attention logits.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_offset_attention", my_offset_attention)
-    seed = check_seed(seed)
-    return check_function(
-        my_offset_attention,
-        offset_attention,
-        _offset_cases(seed),
-        name="offset attention (Sec. 5, Fig. 5)",
-        quiet=quiet,
-    )
 
 
-def _plateau_cases(seed: int) -> list[Case]:
+def _plateau_cases(seed: int) -> list[Any]:
     rng = numpy_rng(seed)
 
     def history(levels: Sequence[tuple[float, int]], noise: float) -> np.ndarray:
@@ -429,9 +308,8 @@ def _plateau_reference(
     return [(p.start, p.end, p.loss) for p in found]
 
 
-def check_detect_plateaus(
-    my_detect_plateaus: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(_plateau_reference, _plateau_cases, name="plateau detection (Sec. 5, Fig. 6)")
+def check_detect_plateaus(my_detect_plateaus, *, seed=0, quiet=False):
     """Check the exercise "Find the plateaus" (Part III, Chapter 3).
 
     ``my_detect_plateaus(grad_norm, loss, window, min_length)`` smooths both per-step
@@ -443,51 +321,18 @@ def check_detect_plateaus(
     (inclusive) and the median smoothed loss there. This is the plateau rule used to read
     the stages of Varre et al. 2025, Sec. 5 (their Fig. 6 links plateaus to small
     gradients). Reference: :func:`ccmc_lite.ngram.detect_plateaus`.
-
-    Parameters
-    ----------
-    my_detect_plateaus : callable
-        The learner's function.
-    seed : int
-        Seed of the synthetic training histories.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_detect_plateaus", my_detect_plateaus)
-    seed = check_seed(seed)
-    return check_function(
-        my_detect_plateaus,
-        _plateau_reference,
-        _plateau_cases(seed),
-        name="plateau detection (Sec. 5, Fig. 6)",
-        quiet=quiet,
-    )
 
 
 # ------------------------------------------------------------------ Chapter 4
 
 
-class _ShownModel(AttentionOnlyTransformer):
-    """The package's model with a one-line ``repr``, so failure messages stay readable."""
-
-    def __repr__(self) -> str:
-        return (
-            f"AttentionOnlyTransformer(S={self.S}, T={self.T}, heads={self.heads}, "
-            f"embedding={self.embedding!r}, d={self.d})"
-        )
-
-
 def _random_model(
     S: int, T: int, heads: tuple[int, ...], embedding: str, gen: torch.Generator
-) -> _ShownModel:
+) -> AttentionOnlyTransformer:
     d = None if embedding == "onehot" else S + 2
     with torch.random.fork_rng(devices=[]):  # the constructor draws from the global RNG
-        model = _ShownModel(S, T, heads, embedding=embedding, d=d).double()
+        model = AttentionOnlyTransformer(S, T, heads, embedding=embedding, d=d).double()
     scale = 1.0 / math.sqrt(model.d)  # logits of order one: outputs far from one-hot
     with torch.no_grad():  # every parameter, read-out included, from our seed
         for p in model.parameters():
@@ -495,9 +340,9 @@ def _random_model(
     return model
 
 
-def _forward_cases(seed: int) -> list[Case]:
+def _forward_cases(seed: int) -> list[Any]:
     gen = torch_generator(seed)
-    cases: list[Case] = []
+    cases = []
     for S, T, heads, emb, B, Tq in (
         (3, 4, (2, 1), "onehot", 3, 4),
         (3, 4, (2, 1), "onehot", 2, 1),  # a prompt of length 1
@@ -506,9 +351,10 @@ def _forward_cases(seed: int) -> list[Case]:
         (4, 4, (2, 1), "learned", 3, 4),
         (3, 6, (2, 1), "onehot", 2, 4),  # a prompt shorter than the model's T
     ):
-        model = _random_model(S, T, heads, emb, gen)
+        m = _random_model(S, T, heads, emb, gen)
         tokens = torch.randint(0, S, (B, Tq), generator=gen)
-        cases.append((model, tokens))
+        shown = f"AttentionOnlyTransformer(S={S}, T={T}, heads={heads}, embedding={emb!r}, d={m.d})"
+        cases.append(Case(m, tokens, show=f"{shown}, {describe(tokens)}"))
     return cases
 
 
@@ -517,9 +363,10 @@ def _forward_reference(model: AttentionOnlyTransformer, tokens: torch.Tensor) ->
         return model(tokens)
 
 
-def check_attention_only_forward(
-    my_forward: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    _forward_reference, _forward_cases, name="attention-only forward pass (App. I.1)", atol=1e-8
+)
+def check_attention_only_forward(my_forward, *, seed=0, quiet=False):
     """Check the exercise "The attention-only forward pass" (Part III, Chapter 4).
 
     ``my_forward(model, tokens)`` takes a
@@ -531,36 +378,18 @@ def check_attention_only_forward(
     ``softmax(r_L[T'] W)`` with ``W = model.W``. The models are random (every parameter,
     the read-out included) and use one-hot or learned embeddings, one to three layers and
     prompts of length 1 up to ``T``. Reference: ``model(tokens)``.
-
-    Parameters
-    ----------
-    my_forward : callable
-        The learner's function.
-    seed : int
-        Seed of the random models and tokens.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_forward", my_forward)
-    seed = check_seed(seed)
-    return check_function(
-        my_forward,
-        _forward_reference,
-        _forward_cases(seed),
-        name="attention-only forward pass (App. I.1)",
-        atol=1e-8,
-        quiet=quiet,
-    )
 
 
-def check_entropy_floor(
-    my_floor: Any, *, S: int = 3, alpha: float = 1.0, quiet: bool = False
-) -> CheckResult:
+def _floor(S: int, alpha: float) -> float:
+    S = check_int("S", S, minimum=2)
+    return dirichlet_mean_entropy(S, check_float("alpha", alpha, minimum=0.0, open_lower=True))
+
+
+@value_checker(
+    _floor, name=lambda S, alpha: f"entropy floor for S={S}, alpha={alpha:g}", atol=5e-4, rtol=0
+)
+def check_entropy_floor(my_floor, *, S=3, alpha=1.0, seed=0, quiet=False):
     """Check the exercise "Derive the floor of this setting" (Part III, Chapter 4).
 
     ``my_floor`` is the learner's value of the mean entropy of a Dirichlet(α·1_S) row,
@@ -571,49 +400,19 @@ def check_entropy_floor(
 
     Parameters
     ----------
-    my_floor : float or None
-        The learner's value; ``None`` (the stub) is reported as not implemented.
     S : int
         Vocabulary size of the setting.
     alpha : float
         Dirichlet concentration of the setting.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when the value is right.
-
-    Raises
-    ------
-    TypeError
-        If ``my_floor`` is a function, a string or a boolean rather than a number.
     """
-    S = check_int("S", S, minimum=2)
-    alpha = check_float("alpha", alpha, minimum=0.0, open_lower=True)
-    name = f"entropy floor for S={S}, alpha={alpha:g}"
-    if callable(my_floor) or isinstance(my_floor, (str, bytes, bool)):
-        raise TypeError(
-            f"my_floor must be a number (the value you derived); got {type(my_floor).__name__}"
-        )
-    if my_floor is None:
-        failure = "not implemented yet: set my_floor to your value in the cell above"
-        message = f"❌ {name}: {failure}"
-        if not quiet:
-            print(message)
-        return CheckResult(False, message, [failure])
-    return check_value(
-        my_floor, dirichlet_mean_entropy(S, alpha), name=name, atol=5e-4, rtol=0.0, quiet=quiet
-    )
 
 
 # ------------------------------------------------------------------ Chapter 5
 
 
-def _subset_cases(seed: int) -> list[Case]:
+def _subset_cases(seed: int) -> list[Any]:
     hand = _tokens([0, 1, 0, 2, 0, 1, 0])
-    cases: list[Case] = [
+    cases: list[Any] = [
         (hand, 3, [2], 0.0),  # the skip-bigram: match the token two back only
         (hand, 3, [], 0.0),  # the empty history: unigram
         (hand, 3, [1, 2], 0.0),  # the contiguous trigram
@@ -633,9 +432,8 @@ def _subset_reference(x: torch.Tensor, S: int, offsets: list[int], beta: float):
     return subset_estimator(x.unsqueeze(0), S, offsets, smoothing=beta)[0]
 
 
-def check_subset_estimator(
-    my_subset_estimator: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(_subset_reference, _subset_cases, name="N-history estimator (App. F.2)")
+def check_subset_estimator(my_subset_estimator, *, seed=0, quiet=False):
     """Check the exercise "Estimators with non-contiguous histories" (Part III, Chapter 5).
 
     ``my_subset_estimator(x, S, offsets, beta)`` generalises the k-gram estimator to a set
@@ -644,35 +442,12 @@ def check_subset_estimator(
     the estimate is ``(count + β) / (total + Sβ)`` over the tokens ``x_l`` of matching keys
     (uniform when ``β = 0`` and nothing matches); ``N = []`` is the unigram and
     ``N = [1, ..., k-1]`` the k-gram. Reference: :func:`ccmc_lite.ngram.subset_estimator`.
-
-    Parameters
-    ----------
-    my_subset_estimator : callable
-        The learner's function.
-    seed : int
-        Seed of the random test sequences.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_subset_estimator", my_subset_estimator)
-    seed = check_seed(seed)
-    return check_function(
-        my_subset_estimator,
-        _subset_reference,
-        _subset_cases(seed),
-        name="N-history estimator (App. F.2)",
-        quiet=quiet,
-    )
 
 
-def _limit_cases(seed: int) -> list[Case]:
+def _limit_cases(seed: int) -> list[Any]:
     hand = _tokens([0, 1, 0, 2, 0, 1, 0])
-    cases: list[Case] = [
+    cases: list[Any] = [
         (hand, 3, [1]),
         (hand, 3, [1, 2]),
         (hand, 3, [2]),
@@ -692,9 +467,10 @@ def _limit_reference(x: torch.Tensor, S: int, offsets: list[int]) -> torch.Tenso
     return construction_limit(x.unsqueeze(0), S, offsets)[0]
 
 
-def check_construction_limit(
-    my_construction_limit: Callable[..., Any], *, seed: int = 0, quiet: bool = False
-) -> CheckResult:
+@function_checker(
+    _limit_reference, _limit_cases, name="hard-max limit of the construction (Lemma B.1)"
+)
+def check_construction_limit(my_construction_limit, *, seed=0, quiet=False):
     """Check the exercise "What θ* computes as c → ∞" (Part III, Chapter 5).
 
     ``my_construction_limit(x, S, offsets)`` returns the ``(S,)`` output of the
@@ -705,27 +481,4 @@ def check_construction_limit(
     of offsets at which the two agree, and the output is the token histogram over the keys
     with the **largest** score (uniform attention among them). Reference:
     :func:`ccmc_lite.ngram.construction_limit`.
-
-    Parameters
-    ----------
-    my_construction_limit : callable
-        The learner's function.
-    seed : int
-        Seed of the random test sequences.
-    quiet : bool
-        Do not print the message.
-
-    Returns
-    -------
-    ccmc_lite.core.CheckResult
-        Truthy when every case passed.
     """
-    require_callable("my_construction_limit", my_construction_limit)
-    seed = check_seed(seed)
-    return check_function(
-        my_construction_limit,
-        _limit_reference,
-        _limit_cases(seed),
-        name="hard-max limit of the construction (Lemma B.1)",
-        quiet=quiet,
-    )
