@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ..core.checking import function_checker
+from ..core.checking import CheckResult, function_checker
 from ..core.seeding import derive_seed, torch_generator
 from .attention import random_embeddings, weights_from_transition
 from .chain import ccmc_distribution, prompt_data, random_prompts
@@ -86,7 +86,9 @@ def _ccmc_cases(seed: int) -> list[tuple[Any, ...]]:
 
 
 @function_checker(ccmc_distribution, _ccmc_cases, name="CCMC transition pi^X (Def. 2.1)")
-def check_ccmc_transition(my_ccmc_transition, *, seed=0, quiet=False):
+def check_ccmc_transition(
+    my_ccmc_transition: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Implement the CCMC transition" (Part I, Chapter 1).
 
     ``my_ccmc_transition(P, X)`` takes a row-stochastic base chain ``P`` (a ``(K, K)``
@@ -120,7 +122,9 @@ def _inverse_cases(seed: int) -> list[tuple[Any, ...]]:
 @function_checker(
     weights_from_transition, _inverse_cases, name="inverse map P -> W in S_E (Thm. 2.6)"
 )
-def check_weights_from_transition(my_weights_from_transition, *, seed=0, quiet=False):
+def check_weights_from_transition(
+    my_weights_from_transition: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Invert the map W ↦ P^W on S_E" (Part I, Chapter 1).
 
     ``my_weights_from_transition(P, E)`` takes a ``(K, K)`` transition matrix ``P`` with
@@ -184,7 +188,9 @@ def _components_cases(seed: int) -> list[tuple[Any, ...]]:
     name="co-occurrence components (Def. 3.3)",
     compare_as=_format_components,
 )
-def check_cooccurrence_components(my_components, *, seed=0, quiet=False):
+def check_cooccurrence_components(
+    my_components: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Which transitions does this prompt set identify?" (Part I, Ch. 2).
 
     ``my_components(prompts, K, variant)`` takes a list of prompts (lists of tokens in
@@ -241,7 +247,9 @@ def _hessian_cases(seed: int) -> list[tuple[Any, ...]]:
     name="Hessian in logit coordinates (Lemma 3.7)",
     atol=1e-8,
 )
-def check_hessian_logits(my_hessian_logits, *, seed=0, quiet=False):
+def check_hessian_logits(
+    my_hessian_logits: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "The Hessian of the log-likelihood" (Part I, Chapter 2).
 
     ``my_hessian_logits(Theta, prompts, weights)`` takes logits ``Theta`` (a ``(K, K)``
@@ -303,7 +311,9 @@ def _decay_cases(seed: int) -> list[tuple[Any, ...]]:
 
 
 @function_checker(_decay_reference, _decay_cases, name="decay exponents of the losers (Lemma 5.3)")
-def check_decay_exponents(my_decay_exponents, *, seed=0, quiet=False):
+def check_decay_exponents(
+    my_decay_exponents: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Predict how fast the losers fade" (Part I, Chapter 3).
 
     ``my_decay_exponents(P, m)`` takes a row-stochastic ``(K, K)`` base chain and a fixed
@@ -355,7 +365,9 @@ def _stationary_cases(seed: int) -> list[tuple[Any, ...]]:
     name="stationary law mu(m) of P^m (eq. (1))",
     atol=1e-8,
 )
-def check_stationary_of_reweighted(my_stationary_of_reweighted, *, seed=0, quiet=False):
+def check_stationary_of_reweighted(
+    my_stationary_of_reweighted: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "The limiting frequencies μ(m)" (Part I, Chapter 3).
 
     ``my_stationary_of_reweighted(P, m)`` takes a row-stochastic ``(K, K)`` base chain and

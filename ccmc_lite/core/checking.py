@@ -219,7 +219,8 @@ def _unchanged(after: Any, before: Any) -> bool:
         )
     if isinstance(before, float) and before != before:  # NaN
         return isinstance(after, float) and after != after
-    if type(before).__eq__ is not object.__eq__:  # == means something: use it
+    # == means something: use it (typeshed types the two __eq__ differently, hence the ignore)
+    if type(before).__eq__ is not object.__eq__:  # type: ignore[comparison-overlap]
         with contextlib.suppress(Exception):
             return bool(after == before)
     # a copy is never `is` the original: compare the attributes, if any
@@ -459,7 +460,7 @@ class Exercise:
             args = copy.deepcopy(case.args)
             try:
                 with np.errstate(all="ignore"):
-                    got = _call_limited(lambda a=args, c=case: self._view(fn(*a), c), deadline)
+                    got = _call_limited(functools.partial(self._attempt, fn, args, case), deadline)
             except NotImplementedError:
                 return _report(name, [_NOT_IMPLEMENTED], len(cases), quiet)
             except CheckTimeout:
@@ -525,6 +526,10 @@ class Exercise:
 
     def _view(self, output: Any, case: Case) -> Any:
         return output if self.compare_as is None else self.compare_as(output, *case.args)
+
+    def _attempt(self, fn: Callable[..., Any], args: tuple[Any, ...], case: Case) -> Any:
+        """The learner's answer on one case (``args``: a private copy of the case's inputs)."""
+        return self._view(fn(*args), case)
 
 
 # ----------------------------------------------------------------------------- decorators

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..core.chains import stationary_distribution
-from ..core.checking import function_checker
+from ..core.checking import CheckResult, function_checker
 from ..core.seeding import derive_seed, numpy_rng
 from ..markov.kernels import binary_kernel
 from ..ngram.data import NGramTask, sample_transitions
@@ -77,7 +77,9 @@ def _joint_cases(seed: int) -> list[tuple[Any, ...]]:
 
 
 @function_checker(coarse_predictor, _joint_cases, name="best coarse predictor P(y | s(c))")
-def check_coarse_predictor(my_coarse_predictor, *, seed=0, quiet=False):
+def check_coarse_predictor(
+    my_coarse_predictor: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "The best model that sees only s(c)" (closing chapter).
 
     ``my_coarse_predictor(joint, groups)`` takes a joint law ``joint`` of (context, next
@@ -92,7 +94,7 @@ def check_coarse_predictor(my_coarse_predictor, *, seed=0, quiet=False):
 
 
 @function_checker(coarse_gap, _joint_cases, name="coarse gap I(y; c | s)", atol=1e-8)
-def check_coarse_gap(my_coarse_gap, *, seed=0, quiet=False):
+def check_coarse_gap(my_coarse_gap: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Check the exercise "The price of a coarse statistic" (closing chapter).
 
     ``my_coarse_gap(joint, groups)`` takes the same inputs as in
@@ -134,7 +136,7 @@ def _levels_reference(P: torch.Tensor) -> torch.Tensor:
 @function_checker(
     _levels_reference, _levels_cases, name="n-gram levels (App. H, Lemma H.6)", atol=1e-8
 )
-def check_ngram_levels(my_ngram_levels, *, seed=0, quiet=False):
+def check_ngram_levels(my_ngram_levels: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Check the exercise "The staircase of levels" (closing chapter).
 
     ``my_ngram_levels(P)`` takes one n-gram transition tensor ``P`` (float64, shape

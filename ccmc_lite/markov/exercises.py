@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
-from ..core.checking import Case, function_checker, value_checker
+from ..core.checking import Case, CheckResult, function_checker, value_checker
 from ..core.seeding import derive_seed, torch_generator
 from ..core.validation import as_tensor, check_float
 from .kernels import (
@@ -137,7 +137,7 @@ def _shown(model: MarkovTransformer, kernel: str) -> str:
 
 
 @function_checker(stationary_distribution, _kernel_cases(1), name="stationary law")
-def check_stationary(my_stationary, *, seed=0, quiet=False):
+def check_stationary(my_stationary: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Exercise ``p2c1-ex-stationary``: the stationary law (Makkuva et al. 2024, Sec. 2.2).
 
     ``my_stationary(P)`` must return the stationary law ``π`` (shape ``(K,)``, ``π P = π``,
@@ -152,7 +152,7 @@ def check_stationary(my_stationary, *, seed=0, quiet=False):
 @function_checker(
     lambda P: float(entropy_rate(P)), _kernel_cases(2), name="entropy rate", atol=1e-8
 )
-def check_entropy_rate(my_entropy_rate, *, seed=0, quiet=False):
+def check_entropy_rate(my_entropy_rate: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Exercise ``p2c1-ex-entropy-rate``: the entropy rate (Makkuva et al. 2024, Sec. 2.2).
 
     ``my_entropy_rate(P)`` must return ``H(x_{n+1} | x_n) = Σ_i π_i H(P_i·)`` in nats (a
@@ -188,7 +188,9 @@ def _bigram_reference(p: float, q: float, d: int) -> tuple[torch.Tensor, torch.T
     compare_as=_bigram_summary,
     atol=1e-8,
 )
-def check_bigram_construction(my_bigram_construction, *, seed=0, quiet=False):
+def check_bigram_construction(
+    my_bigram_construction: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c2-ex-bigram``: the global minimum of Makkuva et al. (2024), eq. (7).
 
     ``my_bigram_construction(p, q, d)`` (``p + q <= 1``) must return ``(e, b)``: the tied
@@ -219,7 +221,7 @@ def _hessian_cases(seed: int) -> list[tuple[float, float, torch.Tensor]]:
 @function_checker(
     binary_unigram_hessian, _hessian_cases, name="tied Hessian H_alpha (eq. (12))", atol=1e-9
 )
-def check_tied_hessian(my_tied_hessian, *, seed=0, quiet=False):
+def check_tied_hessian(my_tied_hessian: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Exercise ``p2c2-ex-hessian``: derive ``H_α`` (Makkuva et al. 2024, eq. (12)).
 
     ``my_tied_hessian(p, q, pos)`` must return the tied Hessian at ``θ_π`` in the
@@ -240,7 +242,9 @@ def _untied_min_eigenvalue() -> float:
 @value_checker(
     _untied_min_eigenvalue, name="smallest eigenvalue of the untied H_alpha at (0.5, 0.8)"
 )
-def check_untied_min_eigenvalue(my_min_eig, *, seed=0, quiet=False):
+def check_untied_min_eigenvalue(
+    my_min_eig: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c2-ex-untied``: the untied saddle (Makkuva et al. 2024, Thm. 3).
 
     ``my_min_eig`` is the learner's answer: the smallest eigenvalue of the **untied**
@@ -258,15 +262,14 @@ def _attention_cases(seed: int) -> list[Case]:
     seed = _seed(seed, 6)
     P3 = symmetric_kernel(3, 0.8)
     cases = []
-    for k, (model_args, B, T, P, kernel) in enumerate(
-        [
-            ({"d": 4, "N": 16}, 8, 16, None, ""),  # T = N
-            ({"d": 4, "N": 16, "tied": False}, 4, 1, None, ""),  # a single token
-            ({"d": 3, "N": 8, "depth": 2}, 3, 8, None, ""),  # only the first block counts
-            ({"K": 3, "d": 4, "N": 8}, 5, 6, P3, "symmetric K=3, p=0.8"),
-            ({"d": 2, "N": 8}, None, 7, None, ""),  # x of shape (T,)
-        ]
-    ):
+    specs: list[tuple[dict[str, Any], int | None, int, torch.Tensor | None, str]] = [
+        ({"d": 4, "N": 16}, 8, 16, None, ""),  # T = N
+        ({"d": 4, "N": 16, "tied": False}, 4, 1, None, ""),  # a single token
+        ({"d": 3, "N": 8, "depth": 2}, 3, 8, None, ""),  # only the first block counts
+        ({"K": 3, "d": 4, "N": 8}, 5, 6, P3, "symmetric K=3, p=0.8"),
+        ({"d": 2, "N": 8}, None, 7, None, ""),  # x of shape (T,)
+    ]
+    for k, (model_args, B, T, P, kernel) in enumerate(specs):
         model = _model(derive_seed(seed, 100 + k), **model_args)
         P, kernel = (binary_kernel(0.5, 0.8), "P(0.5, 0.8)") if P is None else (P, kernel)
         x = sample_chains(P, B or 1, T, generator=torch_generator(derive_seed(seed, k + 1)))
@@ -282,7 +285,9 @@ def _attention_cases(seed: int) -> list[Case]:
     atol=1e-9,
     context=_single_thread,
 )
-def check_attention_ratio(my_attention_ratio, *, seed=0, quiet=False):
+def check_attention_ratio(
+    my_attention_ratio: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c3-ex-attention``: attention vs. skip (Makkuva et al. 2024, Sec. 3.1).
 
     ``my_attention_ratio(model, x)`` must return the mean over sequences and positions of
@@ -315,7 +320,9 @@ def _appendix_d_cases(seed: int) -> list[tuple[float, ...]]:
     name="App. D logits (x_n = 1, x_n = 0)",
     atol=1e-9,
 )
-def check_appendix_d_logits(my_appendix_d_logits, *, seed=0, quiet=False):
+def check_appendix_d_logits(
+    my_appendix_d_logits: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c3-ex-appendix-d``: the formula of App. D (Makkuva et al. 2024, eq. (26)).
 
     ``my_appendix_d_logits(e, p, w1, b, beta, d, r)`` must return
@@ -349,7 +356,7 @@ def _unigram_point_summary(point: Any, model: MarkovTransformer, P: torch.Tensor
 
 
 def _theta_pi_cases(seed: int) -> list[Case]:
-    specs = [
+    specs: list[tuple[dict[str, Any], str, torch.Tensor]] = [
         ({"depth": 1}, "P(0.5, 0.8)", binary_kernel(0.5, 0.8)),
         ({"depth": 2}, "P(0.5, 0.8)", binary_kernel(0.5, 0.8)),
         ({"depth": 3, "tied": False}, "P(0.2, 0.3)", binary_kernel(0.2, 0.3)),
@@ -371,7 +378,7 @@ def _theta_pi_cases(seed: int) -> list[Case]:
     atol=1e-9,
     context=_single_thread,
 )
-def check_theta_pi(my_theta_pi, *, seed=0, quiet=False):
+def check_theta_pi(my_theta_pi: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Exercise ``p2c4-ex-theta-pi``: ``θ_π`` at any depth (Makkuva et al. 2024, eq. (11)).
 
     ``my_theta_pi(model, P)`` must return a **copy** of the
@@ -403,7 +410,7 @@ def _gap_cases(seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
 
 
 @function_checker(unigram_gap, _gap_cases, name="unigram gap", atol=1e-8)
-def check_unigram_gap(my_unigram_gap, *, seed=0, quiet=False):
+def check_unigram_gap(my_unigram_gap: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Exercise ``p2c4-ex-gap``: where a run ends (Makkuva et al. 2024, Remark 2).
 
     ``my_unigram_gap(loss, kernels)`` must return ``(L - H(x_{n+1}|x_n)) / I(x_n; x_{n+1})``
@@ -429,7 +436,9 @@ def _curvature_cases(seed: int) -> list[tuple[float, float]]:
     name="trap curvature 2 pi0 pi1 (p+q-1)",
     atol=1e-10,
 )
-def check_trap_curvature(my_trap_curvature, *, seed=0, quiet=False):
+def check_trap_curvature(
+    my_trap_curvature: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c5-ex-curvature``: the depth of the trap (Makkuva et al. 2024, eq. (12)).
 
     ``my_trap_curvature(p, q)`` must return the curvature that the switching term gives the
@@ -444,8 +453,10 @@ def _grid(grid: Any) -> list[float]:
     g = as_tensor("grid", grid, ndim=1)
     if g.numel() == 0:
         raise ValueError("grid must not be empty")
-    opts = {"minimum": 0.0, "maximum": 1.0, "open_lower": True, "open_upper": True}
-    return [check_float("grid", float(v), **opts) for v in g]
+    return [
+        check_float("grid", float(v), minimum=0.0, maximum=1.0, open_lower=True, open_upper=True)
+        for v in g
+    ]
 
 
 def _predicted_grid(grid: Any) -> np.ndarray:
@@ -467,7 +478,9 @@ def _predicted_grid(grid: Any) -> np.ndarray:
         for j, q in enumerate(_grid(grid))
     ],
 )
-def check_phase_prediction(my_prediction, *, grid, seed=0, quiet=False):
+def check_phase_prediction(
+    my_prediction: Any, *, grid: Any, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c5-ex-predict``: predict Fig. 4 (Makkuva et al. 2024, Fig. 4, Thms. 1–2).
 
     ``my_prediction[i, j]`` is the learner's prediction of the tied model's probability of a
@@ -489,7 +502,9 @@ def check_phase_prediction(my_prediction, *, grid, seed=0, quiet=False):
 
 
 @function_checker(lag_one_covariance, _kernel_cases(13), name="lag-one covariance C", atol=1e-9)
-def check_lag_one_covariance(my_lag_one_covariance, *, seed=0, quiet=False):
+def check_lag_one_covariance(
+    my_lag_one_covariance: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c6-ex-covariance``: the lag-one covariance (Part II, "Beyond two states").
 
     ``my_lag_one_covariance(P)`` must return ``C = diag(π) P - π πᵀ`` (shape ``(K, K)``),
@@ -505,7 +520,9 @@ def check_lag_one_covariance(my_lag_one_covariance, *, seed=0, quiet=False):
     name="unigram curvature (eigenvalues of -C_s on 1-perp)",
     atol=1e-9,
 )
-def check_unigram_curvature(my_unigram_curvature, *, seed=0, quiet=False):
+def check_unigram_curvature(
+    my_unigram_curvature: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Exercise ``p2c6-ex-criterion``: the ``K``-state trap criterion (extends Thm. 2).
 
     ``my_unigram_curvature(P)`` must return the eigenvalues, in ascending order (shape
@@ -534,7 +551,7 @@ def _cyclic_threshold() -> float:
 
 
 @value_checker(_cyclic_threshold, name="threshold p* of the cyclic 3-state chain")
-def check_cyclic_threshold(my_threshold, *, seed=0, quiet=False):
+def check_cyclic_threshold(my_threshold: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Exercise ``p2c6-ex-cyclic``: the threshold of a cyclic chain (open in Makkuva et al.).
 
     ``my_threshold`` is the learner's answer: the switching probability ``p*`` above which

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..core.checking import Case, describe, function_checker, value_checker
+from ..core.checking import Case, CheckResult, describe, function_checker, value_checker
 from ..core.seeding import derive_seed, numpy_rng, torch_generator
 from ..core.validation import check_float, check_int
 from .data import (
@@ -100,7 +100,9 @@ def _kgram_reference(x: torch.Tensor, S: int, k: int, beta: float) -> torch.Tens
 
 
 @function_checker(_kgram_reference, _kgram_cases, name="k-gram estimator (Def. 2.1)")
-def check_kgram_estimator(my_kgram_estimator, *, seed=0, quiet=False):
+def check_kgram_estimator(
+    my_kgram_estimator: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Implement the k-gram estimator" (Part III, Chapter 1).
 
     The learner's ``my_kgram_estimator(x, S, k, beta)`` takes one sequence ``x`` (a 1-D
@@ -139,7 +141,9 @@ def _lifted_reference(P: torch.Tensor) -> torch.Tensor:
 
 
 @function_checker(_lifted_reference, _lifted_cases, name="lifted chain (App. H, Def. H.2)")
-def check_lifted_transition_matrix(my_lifted_matrix, *, seed=0, quiet=False):
+def check_lifted_transition_matrix(
+    my_lifted_matrix: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Build the lifted chain" (Part III, Chapter 1).
 
     ``my_lifted_matrix(P)`` takes one n-gram transition tensor ``P`` of shape
@@ -180,7 +184,7 @@ def _suffix_law_cases(seed: int) -> list[Any]:
 
 
 @function_checker(suffix_law, _suffix_law_cases, name="suffix-conditional law (Prop. 3.2)")
-def check_suffix_law(my_suffix_law, *, seed=0, quiet=False):
+def check_suffix_law(my_suffix_law: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
     """Check the exercise "The suffix-conditional law" (Part III, Chapter 2).
 
     ``my_suffix_law(tokens, prob, nxt, S, L)`` takes an enumerated law of sequences
@@ -225,7 +229,9 @@ def _suffix_gradient_reference(
     name="suffix-model gradient (Lemma 3.1)",
     atol=1e-8,
 )
-def check_suffix_gradient(my_suffix_gradient, *, seed=0, quiet=False):
+def check_suffix_gradient(
+    my_suffix_gradient: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Lemma 3.1 by hand" (Part III, Chapter 2).
 
     ``my_suffix_gradient(W, tokens, prob, nxt, L)`` returns the gradient with respect to
@@ -261,7 +267,9 @@ def _offset_cases(seed: int) -> list[Any]:
 
 
 @function_checker(offset_attention, _offset_cases, name="offset attention (Sec. 5, Fig. 5)")
-def check_offset_attention(my_offset_attention, *, seed=0, quiet=False):
+def check_offset_attention(
+    my_offset_attention: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Read the stage from the attention maps" (Part III, Chapter 3).
 
     ``my_offset_attention(A1, offset)`` takes the first-layer parameter ``A1`` of the
@@ -309,7 +317,9 @@ def _plateau_reference(
 
 
 @function_checker(_plateau_reference, _plateau_cases, name="plateau detection (Sec. 5, Fig. 6)")
-def check_detect_plateaus(my_detect_plateaus, *, seed=0, quiet=False):
+def check_detect_plateaus(
+    my_detect_plateaus: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Find the plateaus" (Part III, Chapter 3).
 
     ``my_detect_plateaus(grad_norm, loss, window, min_length)`` smooths both per-step
@@ -366,7 +376,9 @@ def _forward_reference(model: AttentionOnlyTransformer, tokens: torch.Tensor) ->
 @function_checker(
     _forward_reference, _forward_cases, name="attention-only forward pass (App. I.1)", atol=1e-8
 )
-def check_attention_only_forward(my_forward, *, seed=0, quiet=False):
+def check_attention_only_forward(
+    my_forward: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "The attention-only forward pass" (Part III, Chapter 4).
 
     ``my_forward(model, tokens)`` takes a
@@ -389,7 +401,9 @@ def _floor(S: int, alpha: float) -> float:
 @value_checker(
     _floor, name=lambda S, alpha: f"entropy floor for S={S}, alpha={alpha:g}", atol=5e-4, rtol=0
 )
-def check_entropy_floor(my_floor, *, S=3, alpha=1.0, seed=0, quiet=False):
+def check_entropy_floor(
+    my_floor: Any, *, S: Any = 3, alpha: Any = 1.0, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Derive the floor of this setting" (Part III, Chapter 4).
 
     ``my_floor`` is the learner's value of the mean entropy of a Dirichlet(α·1_S) row,
@@ -428,12 +442,14 @@ def _subset_cases(seed: int) -> list[Any]:
     return cases
 
 
-def _subset_reference(x: torch.Tensor, S: int, offsets: list[int], beta: float):
+def _subset_reference(x: torch.Tensor, S: int, offsets: list[int], beta: float) -> torch.Tensor:
     return subset_estimator(x.unsqueeze(0), S, offsets, smoothing=beta)[0]
 
 
 @function_checker(_subset_reference, _subset_cases, name="N-history estimator (App. F.2)")
-def check_subset_estimator(my_subset_estimator, *, seed=0, quiet=False):
+def check_subset_estimator(
+    my_subset_estimator: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "Estimators with non-contiguous histories" (Part III, Chapter 5).
 
     ``my_subset_estimator(x, S, offsets, beta)`` generalises the k-gram estimator to a set
@@ -470,7 +486,9 @@ def _limit_reference(x: torch.Tensor, S: int, offsets: list[int]) -> torch.Tenso
 @function_checker(
     _limit_reference, _limit_cases, name="hard-max limit of the construction (Lemma B.1)"
 )
-def check_construction_limit(my_construction_limit, *, seed=0, quiet=False):
+def check_construction_limit(
+    my_construction_limit: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
     """Check the exercise "What θ* computes as c → ∞" (Part III, Chapter 5).
 
     ``my_construction_limit(x, S, offsets)`` returns the ``(S,)`` output of the
