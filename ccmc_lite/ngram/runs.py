@@ -23,10 +23,10 @@ from ..core.training import TrainConfig, train_runs
 from ..core.validation import check_float, check_int, check_seed
 from .data import NGramTask
 from .models import SimplifiedTransformer, first_layer_attention
-from .plateaus import offset_attention
+from .plateaus import detect_stages, formation_step, label_stages, offset_attention
 from .stagewise import NGramStream, kgram_levels, make_eval_fn, make_loss_fn, make_test_set
 
-__all__ = ["PAPER_STAGEWISE", "sweep_task"]
+__all__ = ["PAPER_STAGEWISE", "plot_seed_losses", "stage_summary", "sweep_task"]
 
 #: Settings of Varre et al. (2025), Sec. 5 ("Experimental Setup"), for :func:`sweep_task`.
 PAPER_STAGEWISE: dict[str, Any] = {
@@ -170,3 +170,75 @@ def sweep_task(
         "levels": levels,
     }
     return out
+
+
+def stage_summary(
+    test_loss,
+    eval_steps,
+    checkpoint_steps,
+    offset_weight,
+    *,
+    threshold: float = 0.3,
+    span: int = 5,
+    tol: float = 0.008,
+    min_separation: float = 0.02,
+) -> list[dict[str, Any]]:
+    """Stages and head formation of each run, read as the chapter reads them (Sec. 5, Fig. 5).
+
+    ``test_loss``: ``(R, E)`` at ``eval_steps``; ``offset_weight``: ``(R, C, H, n - 1)`` at
+    ``checkpoint_steps`` (as returned by :func:`sweep_task`). For each run, returns a dict
+    with ``final`` (last test loss), ``formed`` (``offset -> first checkpoint step`` at which
+    some head puts more than ``threshold`` on that offset, ``-1`` if never;
+    :func:`~ccmc_lite.ngram.formation_step`), ``first`` (the offset that formed first, 0 if
+    none) and ``stages`` (:func:`~ccmc_lite.ngram.detect_stages` on the test loss, named by
+    :func:`~ccmc_lite.ngram.label_stages` from offsets 1 and 2).
+    """
+    loss = np.asarray(test_loss, dtype=float)
+    w = np.asarray(offset_weight, dtype=float)
+    if loss.ndim != 2 or w.ndim != 4 or w.shape[0] != loss.shape[0]:
+        raise ValueError(
+            "test_loss must be (R, E) and offset_weight (R, C, H, n - 1) with the same R; "
+            f"got {loss.shape} and {w.shape}"
+        )
+    if w.shape[-1] < 2:
+        raise ValueError("offset_weight must cover offsets 1 and 2 (n >= 3)")
+    out = []
+    for r in range(loss.shape[0]):
+        formed = {
+            o + 1: formation_step(checkpoint_steps, w[r, :, :, o].max(-1), threshold)
+            for o in range(w.shape[-1])
+        }
+        hits = [(st, o) for o, st in formed.items() if st >= 0]
+        stages = detect_stages(
+            loss[r], eval_steps, span=span, tol=tol, min_separation=min_separation
+        )
+        stages = label_stages(stages, checkpoint_steps, w[r, :, :, 0], w[r, :, :, 1])
+        out.append(
+            {
+                "final": float(loss[r, -1]),
+                "formed": formed,
+                "first": min(hits)[1] if hits else 0,
+                "stages": stages,
+            }
+        )
+    return out
+
+
+def plot_seed_losses(ax, steps, test_loss, levels=None, *, title: str = "") -> None:
+    """Test loss of each seed against the step, with dashed reference levels (Figs. 1, 3a).
+
+    ``test_loss``: ``(R, E)`` at ``steps``; ``levels``: ``name -> loss`` (e.g. the
+    ``levels`` a stored run keeps in ``shared``), drawn as dashed lines.
+    """
+    from ..core import plotting
+
+    loss = np.asarray(test_loss, dtype=float)
+    x = np.asarray(steps)
+    if loss.ndim != 2 or loss.shape[1] != x.size:
+        raise ValueError(f"test_loss must be (R, {x.size}); got {loss.shape}")
+    for r in range(loss.shape[0]):
+        ax.plot(x, loss[r], color=plotting.PALETTE[r % 8], lw=1.3, label=f"seed {r}")
+    if levels:
+        grey = ["black", "#999999", "#666666", "#333333", "#111111"]
+        plotting.plot_reference_levels(ax, dict(levels), colors=grey)
+    ax.set(xlabel="training step", ylabel="test loss (nats)", title=title)
