@@ -163,7 +163,9 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
         assert value.shape[0] == sweep.n_runs, key
         assert np.isfinite(value).all(), key
     if sweep.task == TASK:  # the paper's values, not only the script's
-        paper = {**PAPER_STAGEWISE, "n": sweep.settings["n"], "heads": sweep.settings["n"] - 1}
+        n, T = sweep.settings["n"], sweep.settings["T"]
+        assert T in (32, 128)  # Sec. 5 and Figs. 1, 3, 5; Fig. 6 (L = 128)
+        paper = {**PAPER_STAGEWISE, "n": n, "heads": n - 1, "T": T}
         assert {k: stored.sweep.settings[k] for k in paper} == paper
 
 
