@@ -14,10 +14,12 @@ the chapter uses (:class:`~ccmc_lite.ngram.SimplifiedTransformer`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 
 from ..core.training import TrainConfig, train_runs
 from ..core.validation import check_float, check_int, check_seed
@@ -173,10 +175,10 @@ def sweep_task(
 
 
 def stage_summary(
-    test_loss,
-    eval_steps,
-    checkpoint_steps,
-    offset_weight,
+    test_loss: ArrayLike,
+    eval_steps: ArrayLike,
+    checkpoint_steps: ArrayLike,
+    offset_weight: ArrayLike,
     *,
     threshold: float = 0.3,
     span: int = 5,
@@ -224,7 +226,14 @@ def stage_summary(
     return out
 
 
-def plot_seed_losses(ax, steps, test_loss, levels=None, *, title: str = "") -> None:
+def plot_seed_losses(
+    ax: Any,
+    steps: ArrayLike,
+    test_loss: ArrayLike,
+    levels: Mapping[str, float] | None = None,
+    *,
+    title: str = "",
+) -> None:
     """Test loss of each seed against the step, with dashed reference levels (Figs. 1, 3a).
 
     ``test_loss``: ``(R, E)`` at ``steps``; ``levels``: ``name -> loss`` (e.g. the
