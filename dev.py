@@ -4,6 +4,7 @@
     python3 dev.py book     build the whole book into _build/html (executes every chapter)
     python3 dev.py test     run every test: unit, property, chapters, -W build, browser
     python3 dev.py bench    run the benchmark scripts and write benchmarks/results.json
+    python3 dev.py paper-runs [NAMES]  re-run experiments at the papers' settings (stored files)
     python3 dev.py student  write student notebooks (solutions removed) to student_notebooks/
     python3 dev.py lock     re-pin requirements/lock.txt from the current .venv
     python3 dev.py env      only create/refresh .venv (the other commands do it first)
@@ -130,6 +131,11 @@ def cmd_bench(args: list[str]) -> None:
     run([PY, ROOT / "benchmarks" / "run_benchmarks.py", *args])
 
 
+def cmd_paper_runs(args: list[str]) -> None:
+    ensure_env()
+    run([PY, ROOT / "benchmarks" / "paper_runs.py", *args])
+
+
 def cmd_student(args: list[str]) -> None:
     ensure_env()
     run([PY, ROOT / "book" / "_ext" / "booktools.py", *args])
@@ -181,6 +187,7 @@ COMMANDS = {
     "book": cmd_book,
     "test": cmd_test,
     "bench": cmd_bench,
+    "paper-runs": cmd_paper_runs,
     "student": cmd_student,
     "lock": cmd_lock,
     "env": cmd_env,

@@ -4,8 +4,9 @@ Modules, in the order of the chapters: :mod:`~ccmc_lite.ngram.data` (n-gram task
 sampling), :mod:`~ccmc_lite.ngram.estimators` (k-gram estimators, Def. 2.1),
 :mod:`~ccmc_lite.ngram.models` (the disentangled transformers and θ*^k, Sec. 2.3 and 4.1),
 :mod:`~ccmc_lite.ngram.landscape` (gradients at k-gram points, Lemma 3.1, Thm. 4.2),
-:mod:`~ccmc_lite.ngram.stagewise` (the Sec. 5 experiment) and
-:mod:`~ccmc_lite.ngram.plateaus` (stage detection). Exercise checkers:
+:mod:`~ccmc_lite.ngram.stagewise` (the Sec. 5 experiment),
+:mod:`~ccmc_lite.ngram.plateaus` (stage detection) and :mod:`~ccmc_lite.ngram.runs` (the
+Sec. 5 experiment as a sweep task, for runs stored at the paper's settings). Exercise checkers:
 :mod:`ccmc_lite.ngram.exercises`.
 
 The chain quantities shared with the other parts (:func:`~ccmc_lite.core.entropy`,
@@ -15,13 +16,14 @@ are importable from here too.
 
 # The public names of every module, in the order of the book (and of the API page).
 from ..core.chains import entropy as entropy, stationary_distribution as stationary_distribution
-from . import data, estimators, models, landscape, stagewise, plateaus
+from . import data, estimators, models, landscape, stagewise, plateaus, runs
 from .data import *  # noqa: F403
 from .estimators import *  # noqa: F403
 from .models import *  # noqa: F403
 from .landscape import *  # noqa: F403
 from .stagewise import *  # noqa: F403
 from .plateaus import *  # noqa: F403
+from .runs import *  # noqa: F403
 
 __all__ = [
     *data.__all__,
@@ -30,4 +32,5 @@ __all__ = [
     *landscape.__all__,
     *stagewise.__all__,
     *plateaus.__all__,
+    *runs.__all__,
 ]

@@ -1,0 +1,152 @@
+"""Run experiments at the papers' exact settings and store them with the package.
+
+    python3 dev.py paper-runs                 # every experiment marked to run by default
+    python3 dev.py paper-runs NAME [NAME...]  # only these
+    python3 dev.py paper-runs --list          # names, settings and estimated cost
+
+Each experiment is a :class:`ccmc_lite.core.Sweep` at the paper's settings; it is run
+in this process (one batched program per shard, one torch thread) and written with
+:func:`ccmc_lite.core.save_stored` to ``ccmc_lite/data/paper_runs/NAME.json`` with its
+provenance (package and torch versions, date, machine, device, wall time, this command).
+The chapters read the files with :func:`ccmc_lite.core.load_stored`;
+``tests/test_stored_runs.py`` checks that every stored file's settings equal the ones
+declared here and re-runs a short prefix of one of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ccmc_lite.core import Sweep, run_sweep, save_stored
+from ccmc_lite.ngram.runs import PAPER_STAGEWISE
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "ccmc_lite" / "data" / "paper_runs"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named sweep at a paper's settings, and what it costs here."""
+
+    sweep: Sweep
+    source: str
+    estimate: str
+    default: bool = True
+    shard_size: int | None = None
+
+
+def _stagewise(name: str, n: int, source: str, estimate: str, T: int = 32) -> Experiment:
+    settings = {
+        **PAPER_STAGEWISE,
+        "n": n,
+        "T": T,
+        "heads": n - 1,  # the paper's n - 1 first-layer heads
+        "eval_every": 256,
+        "checkpoint_every": 512,
+        "test_seed": 2025,
+    }
+    runs = [{"run": r} for r in range(5)]
+    return Experiment(
+        Sweep(name, "ccmc_lite.ngram.runs:sweep_task", settings, runs, seed=0), source, estimate
+    )
+
+
+def _markov(
+    name: str, cells: list[tuple[float, float]], tied: bool, depth: int, estimate: str
+) -> Experiment:
+    # Makkuva et al. (2024), Table 2 (workshop version): N = 1024, batch 16, d = 4,
+    # 8000 iterations, AdamW(0.9, 0.95), lr 1e-3, weight decay 1e-3, cosine schedule
+    # (ccmc_lite.markov.markov_config).
+    settings = {
+        "K": 2,
+        "d": 4,
+        "N": 1024,
+        "batch": 16,
+        "steps": 8000,
+        "lr": 1e-3,
+        "tied": tied,
+        "depth": depth,
+        "weight_decay": 1e-3,
+        "eval_every": 200,
+    }
+    runs = [{"p": p, "q": q, "seed_index": s} for p, q in cells for s in range(3)]
+    return Experiment(
+        Sweep(name, "ccmc_lite.markov.runs:sweep_task", settings, runs, seed=0),
+        "Makkuva et al. 2024, Table 2",
+        estimate,
+        default=False,
+        shard_size=3,
+    )
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.sweep.name: e
+    for e in (
+        _stagewise(
+            "p3_stagewise_paper",
+            3,
+            "Varre et al. 2025, Sec. 5 (Figs. 3, 5)",
+            "about 5 min on one core (2^14 steps, 5 seeds batched, 65 test evaluations "
+            "on 2^16 sequences)",
+        ),
+        _stagewise(
+            "p3_fourgram_paper",
+            4,
+            "Varre et al. 2025, Fig. 1 (the 4-gram; other settings of Sec. 5)",
+            "about 7 min on one core",
+        ),
+        _stagewise(
+            "p3_stagewise_T128_paper",
+            3,
+            "Varre et al. 2025, Fig. 6 (S = 5, L = 128, 3-gram; other settings of Sec. 5)",
+            "about 4 min on one core",
+            T=128,
+        ),
+        _markov(
+            "p2_fig4_paper",
+            [(0.2, 0.3), (0.5, 0.8), (0.7, 0.9)],
+            tied=True,
+            depth=1,
+            estimate="not run here: measured 144 ms per batched step of a 3-run shard on one "
+            "core (2-core machine shared with other jobs), so 3 shards x 8000 steps take ~58 min",
+        ),
+    )
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="experiments to run (default: the default set)")
+    parser.add_argument("--list", action="store_true", help="list the experiments and exit")
+    parser.add_argument("--out", type=Path, default=OUT, help="folder for the .json files")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, e in EXPERIMENTS.items():
+            flag = "default" if e.default else "on request"
+            print(f"{name} ({flag}): {e.source}; {e.estimate}\n    {e.sweep.settings}")
+        return 0
+    unknown = [n for n in args.names if n not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"unknown experiments {unknown}; known: {sorted(EXPERIMENTS)}")
+    names = args.names or [n for n, e in EXPERIMENTS.items() if e.default]
+    torch.set_num_threads(1)
+    for name in names:
+        e = EXPERIMENTS[name]
+        print(f"[paper-runs] {name}: {e.source}; expected {e.estimate}", flush=True)
+        start = time.perf_counter()
+        result = run_sweep(e.sweep, shard_size=e.shard_size)
+        path = save_stored(
+            result, args.out / f"{name}.json", command=f"python3 dev.py paper-runs {name}"
+        )
+        print(f"[paper-runs] {name}: {time.perf_counter() - start:.0f} s -> {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
