@@ -1318,6 +1318,45 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("ngram.unmatched_mass", a(batch, "obj", "batch"), a(2, "int", "k")))
+    # --- stored paper-setting runs of Part III (issue 13)
+    p3_settings = {
+        "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
+        "batch": 4, "test_sequences": 8, "eval_every": 2,
+    }  # fmt: skip
+    add(
+        E(
+            "ngram.sweep_task",
+            a(p3_settings, "obj", "settings"),
+            a([{"run": 0}], "obj", "runs"),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    p3 = ngram.sweep_task(p3_settings, [{"run": 0}], first_run=0, seed=0)
+    p3_eval = np.asarray(p3["shared"]["eval_steps"])
+    p3_ck = np.asarray(p3["shared"]["checkpoint_steps"])
+    add(
+        E(
+            "ngram.stage_summary",
+            a(np.asarray(p3["test_loss"]), "array", "test_loss"),
+            a(p3_eval, "array", "eval_steps", shape=False),
+            a(p3_ck, "array", "checkpoint_steps", shape=False),
+            a(np.asarray(p3["offset_weight"]), "array", "offset_weight"),
+            threshold=a(0.3, "prob"),
+            span=a(2, "int", min=2, huge=False),
+            tol=a(0.008, "pos"),
+            min_separation=a(0.02, "nonneg"),
+        )
+    )
+    add(
+        E(
+            "ngram.plot_seed_losses",
+            a("skip", "obj", "ax"),
+            a(p3_eval),
+            a(np.asarray(p3["test_loss"])),
+            label="bad only",
+        )
+    )
     return T
 
 

@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from matplotlib.axes import Axes
 from numpy.typing import ArrayLike
 
 from ..core.training import TrainConfig, train_runs
-from ..core.validation import check_float, check_int, check_seed
+from ..core.validation import as_tensor, check_float, check_instance, check_int, check_seed
 from .data import NGramTask
 from .models import SimplifiedTransformer, first_layer_attention
 from .plateaus import detect_stages, formation_step, label_stages, offset_attention
@@ -195,9 +196,11 @@ def stage_summary(
     none) and ``stages`` (:func:`~ccmc_lite.ngram.detect_stages` on the test loss, named by
     :func:`~ccmc_lite.ngram.label_stages` from offsets 1 and 2).
     """
-    loss = np.asarray(test_loss, dtype=float)
-    w = np.asarray(offset_weight, dtype=float)
-    if loss.ndim != 2 or w.ndim != 4 or w.shape[0] != loss.shape[0]:
+    loss = as_tensor("test_loss", test_loss, ndim=2).numpy()
+    w = as_tensor("offset_weight", offset_weight, ndim=4).numpy()
+    eval_steps = as_tensor("eval_steps", eval_steps, ndim=1).numpy()
+    checkpoint_steps = as_tensor("checkpoint_steps", checkpoint_steps, ndim=1).numpy()
+    if w.shape[0] != loss.shape[0]:
         raise ValueError(
             "test_loss must be (R, E) and offset_weight (R, C, H, n - 1) with the same R; "
             f"got {loss.shape} and {w.shape}"
@@ -241,9 +244,10 @@ def plot_seed_losses(
     """
     from ..core import plotting
 
-    loss = np.asarray(test_loss, dtype=float)
-    x = np.asarray(steps)
-    if loss.ndim != 2 or loss.shape[1] != x.size:
+    check_instance("ax", ax, Axes)
+    loss = as_tensor("test_loss", test_loss, ndim=2).numpy()
+    x = as_tensor("steps", steps, ndim=1).numpy()
+    if loss.shape[1] != x.size:
         raise ValueError(f"test_loss must be (R, {x.size}); got {loss.shape}")
     for r in range(loss.shape[0]):
         ax.plot(x, loss[r], color=plotting.PALETTE[r % 8], lw=1.3, label=f"seed {r}")
