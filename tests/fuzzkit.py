@@ -1318,6 +1318,7 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("ngram.unmatched_mass", a(batch, "obj", "batch"), a(2, "int", "k")))
+    add(E("core.makespan", a([3.0, 2.0, 1.0], "obj", "shard_seconds"), a(2, "int", "workers")))
     # --- stored paper-setting runs of Part III (issue 13)
     p3_settings = {
         "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,

@@ -133,3 +133,18 @@ def test_bad_calls_are_rejected():
         _sweep().shards(0)
     with pytest.raises(TypeError, match="shard must be a Shard"):
         run_shard({"task": TASK})
+
+
+def test_makespan_spreads_shards_longest_first():
+    from ccmc_lite.core import makespan
+
+    assert makespan([5.0, 3.0, 3.0, 2.0, 2.0, 2.0], 2) == 9.0  # {5, 2, 2} and {3, 3, 2}
+    assert makespan([4.0, 1.0], 1) == 5.0
+    assert makespan([4.0, 1.0], 8) == 4.0  # more workers than shards: the longest shard
+    assert makespan([], 3) == 0.0
+    with pytest.raises(ValueError, match="workers"):
+        makespan([1.0], 0)
+    with pytest.raises(ValueError, match=r"shard_seconds\[1\]"):
+        makespan([1.0, -2.0], 2)
+    with pytest.raises(TypeError, match="shard_seconds"):
+        makespan("12", 2)

@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 
 from .devices import resolve_device
-from .validation import check_int, check_seed
+from .validation import check_float, check_int, check_seed, check_size
 
-__all__ = ["Shard", "Sweep", "SweepResult", "run_shard", "run_sweep"]
+__all__ = ["Shard", "Sweep", "SweepResult", "makespan", "run_shard", "run_sweep"]
 
 
 def _resolve_task(task: str) -> Callable[..., dict[str, Any]]:
@@ -304,3 +304,24 @@ def run_sweep(
         seconds=seconds,
         shard_seconds=[p["seconds"] for p in parts],
     )
+
+
+def makespan(shard_seconds: Sequence[float], workers: int) -> float:
+    """Wall time of independent shards on ``workers`` equal workers (longest-first greedy).
+
+    Each shard goes, longest first, to the worker that is free earliest (Graham's LPT
+    rule, within 4/3 of the optimum). This is how the running page turns the measured time
+    of each shard into an estimate for a cluster of ``workers`` Dask workers; it ignores
+    start-up and data transfer, which are small next to shards of minutes.
+    """
+    if isinstance(shard_seconds, (str, bytes)) or not isinstance(shard_seconds, Sequence):
+        raise TypeError(f"shard_seconds must be a sequence of numbers; got {shard_seconds!r}")
+    times = sorted(
+        (check_float(f"shard_seconds[{i}]", t, minimum=0.0) for i, t in enumerate(shard_seconds)),
+        reverse=True,
+    )
+    workers = check_size("workers", workers)
+    loads = [0.0] * min(workers, max(len(times), 1))
+    for t in times:
+        loads[loads.index(min(loads))] += t
+    return max(loads)
