@@ -1,7 +1,11 @@
 """Shared pytest configuration.
 
 * The book tests (marker ``book``) run last: they render from the cache that the chapter
-  tests (marker ``chapter``) fill.
+  tests (marker ``chapter``) fill. Before those run the tests that set up environments of
+  their own (markers ``floor`` and ``binder``).
+* The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
+  selection are handed to ``book_tools``, whose pool executes them in the reader's
+  environment two kernels at a time.
 * Chapter run times are written to ``_build/chapter_timings.json`` for the benchmarks and
   the instructor page.
 """
@@ -26,18 +30,34 @@ settings.register_profile(
 settings.register_profile("explore", deadline=None, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-from book_tools import BUILD_DIR  # noqa: E402 (needs the sys.path entry above)
+import book_tools  # noqa: E402 (needs the sys.path entry above)
+from book_tools import BUILD_DIR  # noqa: E402
 
 
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
         if item.get_closest_marker("book"):
+            return 3
+        if any(item.get_closest_marker(m) for m in ("chapter", "student", "reader")):
             return 2
-        if item.get_closest_marker("chapter"):
+        if item.get_closest_marker("floor") or item.get_closest_marker("binder"):
             return 1
         return 0
 
     items.sort(key=rank)  # stable: keeps file order within each group
+
+
+def pytest_collection_finish(session):
+    """Tell the notebook pool which notebooks the selected tests need (after ``-k``/``-m``)."""
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for kind in ("chapter", "student"):  # both parametrized on ``chapter``
+            if item.get_closest_marker(kind) and isinstance(params.get("chapter"), Path):
+                book_tools.SELECTED.append((kind, params["chapter"]))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    book_tools.shutdown_pool()
 
 
 @pytest.fixture(scope="session")
