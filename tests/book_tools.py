@@ -186,6 +186,58 @@ def ensure_reader_venv() -> Path:
     return python
 
 
+BINDER_VENV = BUILD_DIR / "venvs" / "binder"
+BINDER_REQUIREMENTS = ROOT / "requirements" / "binder.txt"
+
+
+def ensure_binder_venv() -> Path:
+    """JupyterLab as Binder runs it: the reader's environment + ``requirements/binder.txt``.
+
+    To stay cheap it does not install torch & co. a second time: a ``.pth`` file puts the
+    reader environment's ``site-packages`` on its path, and pip adds only what is missing.
+    Returns the environment's Python; run JupyterLab with :func:`binder_env`.
+    """
+    reader = ensure_reader_venv()
+    python = venv_python(BINDER_VENV)
+    stamp = BINDER_VENV / ".ccmc-env-stamp"
+    want = _digest(
+        (READER_VENV / ".ccmc-env-stamp").read_text(),
+        BINDER_REQUIREMENTS.read_bytes(),
+        LOCK.read_bytes(),
+    )
+    if python.exists() and stamp.exists() and stamp.read_text() == want:
+        return python
+    venv.EnvBuilder(with_pip=True, clear=True).create(BINDER_VENV)
+    reader_site = subprocess.run(
+        [str(reader), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    own_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(own_site, "ccmc_reader_env.pth").write_text(reader_site + "\n")
+    pip(python, "install", "-c", LOCK, "-r", BINDER_REQUIREMENTS)
+    stamp.write_text(want)
+    return python
+
+
+def binder_env(home: Path) -> dict[str, str]:
+    """Environment for JupyterLab: ``$HOME`` is the repository (as on Binder)."""
+    env = reader_env(book_build=False)
+    for key in list(env):
+        if key.startswith("JUPYTER"):
+            del env[key]
+    env["HOME"] = str(home)
+    # The reader environment's share/jupyter: its labextensions (ipywidgets) and kernel.
+    env["JUPYTER_PATH"] = str(READER_VENV / "share" / "jupyter")
+    return env
+
+
 def reader_kernel_manager_class():
     """An ``AsyncKernelManager`` whose ``python3`` kernel is the reader environment's."""
     from jupyter_client.kernelspec import KernelSpecManager

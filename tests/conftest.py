@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +32,7 @@ settings.register_profile("explore", deadline=None, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 import book_tools  # noqa: E402 (needs the sys.path entry above)
-from book_tools import BUILD_DIR  # noqa: E402
+from book_tools import BUILD_DIR, HTML_DIR, ROOT  # noqa: E402
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -70,3 +71,23 @@ def chapter_timings():
         old = json.loads(path.read_text()) if path.exists() else {}
         old.update({k: round(v, 2) for k, v in timings.items()})
         path.write_text(json.dumps(old, indent=2, sort_keys=True))
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """Build the book once per session with warnings as errors."""
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run(
+        [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    log = proc.stdout + proc.stderr
+    (BUILD_DIR / "build.log").write_text(log)
+    assert proc.returncode == 0, f"book build failed:\n{log[-6000:]}"
+    warnings = [line for line in log.splitlines() if "WARNING" in line]
+    assert not warnings, "book build printed warnings:\n" + "\n".join(warnings)
+    assert (HTML_DIR / "index.html").exists()
+    return HTML_DIR

@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
@@ -24,7 +23,6 @@ import pytest
 
 from book_tools import (
     BUILD_DIR,
-    HTML_DIR,
     ROOT,
     chapter_notebooks,
     downloadable_notebook,
@@ -44,26 +42,6 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-
-
-@pytest.fixture(scope="session")
-def built_book() -> Path:
-    """Build the book once per session with warnings as errors."""
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run(
-        [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    log = proc.stdout + proc.stderr
-    (BUILD_DIR / "build.log").write_text(log)
-    assert proc.returncode == 0, f"book build failed:\n{log[-6000:]}"
-    warnings = [line for line in log.splitlines() if "WARNING" in line]
-    assert not warnings, "book build printed warnings:\n" + "\n".join(warnings)
-    assert (HTML_DIR / "index.html").exists()
-    return HTML_DIR
 
 
 def test_build_is_clean_and_complete(built_book):
