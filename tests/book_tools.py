@@ -47,10 +47,17 @@ KERNELS = int(os.environ.get("CCMC_TEST_KERNELS", "2"))
 SETUP_SOURCE = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import booktools  # noqa: E402
-from ccmc_book import BOOK_BUILD_ENV, SETUP_TAG, patch_kernel_polling  # noqa: E402
+import booktools  # noqa: E402 (the standard library only: the floor test imports this too)
 
-patch_kernel_polling()  # the same fix the book build uses (see its docstring)
+BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # as ccmc_book.BOOK_BUILD_ENV and ccmc_lite.core.gluing
+SETUP_TAG = "ccmc-setup"  # as ccmc_book.SETUP_TAG
+
+
+def _patch_kernel_polling() -> None:
+    """The same fix the book build uses (see ``ccmc_book.patch_kernel_polling``)."""
+    from ccmc_book import patch_kernel_polling
+
+    patch_kernel_polling()
 
 
 def toc_files() -> list[Path]:
@@ -336,6 +343,7 @@ def execute_in_reader_kernel(nb, name: str, cwd: Path, book_build: bool) -> Exec
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    _patch_kernel_polling()
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,
@@ -379,6 +387,9 @@ def execute_chapter(path: Path) -> ExecutedNotebook:
     if done.error:
         return done
     cached = copy.deepcopy(source_nb)
+    for key in ("language_info", "widgets"):  # what myst-nb merges from the cache
+        if key in download.metadata:  # (the widgets' state is what the pages embed)
+            cached.metadata[key] = copy.deepcopy(download.metadata[key])
     for target, ran in zip(cached.cells, download.cells[1:], strict=True):
         if target.cell_type != "code":
             continue
@@ -450,3 +461,118 @@ def notebook_result(kind: str, path: Path) -> ExecutedNotebook:
 def shutdown_pool() -> None:
     if _EXECUTOR is not None:
         _EXECUTOR.shutdown(wait=True, cancel_futures=True)
+
+
+# --------------------------------------------------------------------------- the floor
+
+FLOOR_VENV = BUILD_DIR / "venvs" / "floor"
+#: Test tooling the floor run needs, at the lock's versions (not runtime dependencies).
+FLOOR_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "pyyaml", "jupytext", "nbclient")
+#: Where the floor cannot be the declared bound, what is installed instead, and why.
+FLOOR_EXCEPTIONS = {
+    "torch": (
+        "the lock's CPU build: PyPI serves torch for Linux only as CUDA builds of several GB "
+        "(too slow for CI), and the machines here reach no other index. Set "
+        "CCMC_FLOOR_TORCH=bound (with a CPU index in PIP_EXTRA_INDEX_URL) to test the bound."
+    ),
+}
+
+
+def runtime_bounds() -> dict[str, str]:
+    """``{name: lower bound}`` of every runtime dependency in ``pyproject.toml``."""
+    import re
+
+    deps = json.loads(project_metadata())["project"]["dependencies"]
+    bounds = {}
+    for dep in deps:
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*>=\s*([0-9][^,;\s]*)\s*", dep)
+        if not m:
+            raise ValueError(f"runtime dependency {dep!r} is not of the form name>=version")
+        bounds[m.group(1).lower()] = m.group(2)
+    return bounds
+
+
+def _version_key(version: str) -> tuple:
+    import re
+
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0]))
+
+
+def floor_requirements(exception_requires: dict[str, str] | None = None) -> list[str]:
+    """Each runtime dependency pinned at its lower bound (see :data:`FLOOR_EXCEPTIONS`).
+
+    ``exception_requires`` (``{name: minimum}``) are what the installed exceptions require of
+    the other dependencies (torch 2.13 needs a newer sympy than torch 2.1): such a floor is
+    raised to that minimum, since no environment can have both.
+    """
+    raised = exception_requires or {}
+    reqs = []
+    for name, bound in runtime_bounds().items():
+        if name in FLOOR_EXCEPTIONS and os.environ.get(f"CCMC_FLOOR_{name.upper()}") != "bound":
+            reqs.append(lock_pin(name))
+        elif name in raised and _version_key(raised[name]) > _version_key(bound):
+            reqs.append(f"{name}=={raised[name]}")
+        else:
+            reqs.append(f"{name}=={bound}")
+    return reqs
+
+
+def _minimums_required_by(python: Path, package: str) -> dict[str, str]:
+    """``{dependency: minimum}`` from an installed package's metadata (``name>=x`` parts)."""
+    code = f"import importlib.metadata as m, json;print(json.dumps(m.requires({package!r}) or []))"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    import re
+
+    found = {}
+    for req in json.loads(out.stdout):
+        if ";" in req and "extra" in req.split(";", 1)[1]:
+            continue
+        m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[.*?\])?\s*([^;]*)", req)
+        if not m:
+            continue
+        low = re.search(r"(?:>=|==)\s*([0-9][^,\s]*)", m.group(2))
+        if low:
+            found[m.group(1).lower()] = low.group(1)
+    return found
+
+
+def ensure_floor_venv() -> Path:
+    """``_build/venvs/floor``: runtime dependencies at their lower bounds + test tooling.
+
+    Keyed on the bounds, the tooling pins and this Python: re-created only when one changes.
+    The package itself is not installed: the floor run imports it from this checkout.
+    The floors actually installed are written to ``floor.json`` in the environment.
+    """
+    python = venv_python(FLOOR_VENV)
+    stamp = FLOOR_VENV / ".ccmc-env-stamp"
+    tools = [lock_pin(t) for t in FLOOR_TOOLS]
+    want = _digest(*floor_requirements(), *tools, sys.version)
+    if python.exists() and stamp.exists() and stamp.read_text() == want:
+        return python
+    start = time.perf_counter()
+    venv.EnvBuilder(with_pip=True, clear=True).create(FLOOR_VENV)
+    exceptions = [r for r in floor_requirements() if r.split("==")[0] in FLOOR_EXCEPTIONS]
+    raised: dict[str, str] = {}
+    for req in exceptions:  # alone first (torch: the CPU build from local disk)
+        pip(python, "install", "--no-deps", req)
+        raised.update(_minimums_required_by(python, req.split("==")[0]))
+    reqs = floor_requirements(raised)
+    pip(python, "install", *reqs, *tools, lock_pin("ipykernel"))
+    pip(python, "check")
+    subprocess.run(
+        [str(python), "-m", "ipykernel", "install", "--prefix", str(FLOOR_VENV)],
+        check=True,
+        capture_output=True,
+    )
+    (FLOOR_VENV / "floor.json").write_text(json.dumps(reqs, indent=1))
+    stamp.write_text(want)
+    (FLOOR_VENV / ".ccmc-created-seconds").write_text(f"{time.perf_counter() - start:.1f}")
+    return python
+
+
+def floor_env() -> dict[str, str]:
+    env = reader_env(book_build=False)
+    env["PYTHONPATH"] = str(ROOT)  # the package from this checkout, its dependencies at the floor
+    env["HYPOTHESIS_PROFILE"] = "floor"
+    env["JUPYTER_PATH"] = str(FLOOR_VENV / "share" / "jupyter")  # its python3 kernel
+    return env

@@ -1,8 +1,8 @@
 """Shared pytest configuration.
 
-* The book tests (marker ``book``) run last: they render from the cache that the chapter
-  tests (marker ``chapter``) fill. Before those run the tests that set up environments of
-  their own (markers ``floor`` and ``binder``).
+* The book and Binder tests (markers ``book``, ``binder``) run last: the build they use
+  renders from the cache that the chapter tests (marker ``chapter``) fill. The minimum
+  versions tests (marker ``floor``) run after the unit tests, before the chapters.
 * The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
   selection are handed to ``book_tools``, whose pool executes them in the reader's
   environment two kernels at a time.
@@ -29,6 +29,15 @@ settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("explore", deadline=None, max_examples=500)
+# The minimum-versions run (tests/test_floor.py) checks that the API works at the lower bounds;
+# a few examples per property are enough there.
+settings.register_profile(
+    "floor",
+    derandomize=True,
+    deadline=None,
+    max_examples=5,
+    suppress_health_check=list(HealthCheck),
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 import book_tools  # noqa: E402 (needs the sys.path entry above)
@@ -37,11 +46,11 @@ from book_tools import BUILD_DIR, HTML_DIR, ROOT  # noqa: E402
 
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
-        if item.get_closest_marker("book"):
-            return 3
+        if item.get_closest_marker("book") or item.get_closest_marker("binder"):
+            return 3  # after the chapters: the build renders from the cache they fill
         if any(item.get_closest_marker(m) for m in ("chapter", "student", "reader")):
             return 2
-        if item.get_closest_marker("floor") or item.get_closest_marker("binder"):
+        if item.get_closest_marker("floor"):
             return 1
         return 0
 

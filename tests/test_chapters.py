@@ -65,3 +65,14 @@ def test_chapter_follows_the_cell_and_glue_policies(path):
     if keys:
         prefixes = {k.split("_", 1)[0] for k in keys}
         assert len(prefixes) == 1, f"{path.name} mixes glue prefixes {sorted(prefixes)}"
+
+
+def test_book_tools_agree_with_the_book_extension():
+    """``book_tools`` repeats two names of ``ccmc_book`` so that it imports without Sphinx."""
+    import ccmc_book
+
+    import book_tools
+    from ccmc_lite.core import gluing
+
+    assert book_tools.SETUP_TAG == ccmc_book.SETUP_TAG
+    assert book_tools.BOOK_BUILD_ENV == ccmc_book.BOOK_BUILD_ENV == gluing.BOOK_BUILD_ENV
