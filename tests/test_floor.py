@@ -4,9 +4,9 @@
 what they have when it is new enough), so the bounds must be true. ``_build/venvs/floor``
 holds each runtime dependency pinned at its bound (``book_tools.floor_requirements``; torch
 is the one exception, see ``book_tools.FLOOR_EXCEPTIONS``) plus the test tooling. There the
-package's unit tests run (a few examples per property test) and one training chapter runs
-top to bottom. The environment is cached, keyed on the bounds: only a changed bound pays
-for a new one.
+package's unit tests run (a few examples per property test), and a training chapter and a
+chapter with a widget run top to bottom. The environment is cached, keyed on the bounds:
+only a changed bound pays for a new one.
 """
 
 from __future__ import annotations
@@ -42,8 +42,12 @@ NOT_UNIT = (
 )
 #: Floors that the locally installable torch lifts above the declared bound.
 RAISED_BY_TORCH = {"sympy"}
-#: A chapter that trains with the package's shared trainer (core.train_runs) and runs fast.
-TRAINING_CHAPTER = ROOT / "book" / "part1" / "02_learning_by_prompting.md"
+#: A chapter that trains with the package's shared trainer (core.train_runs) and runs fast,
+#: and one whose explorer is an ``ipywidgets.interact`` (the widget API at its floor).
+FLOOR_CHAPTERS = (
+    ROOT / "book" / "part1" / "02_learning_by_prompting.md",
+    ROOT / "book" / "part2" / "02_unigram_trap.md",
+)
 
 
 @pytest.fixture(scope="module")
@@ -115,23 +119,17 @@ print("ran", sum(c.cell_type == "code" for c in nb.cells), "code cells")
 """
 
 
-def test_a_training_chapter_runs_at_the_floor(floor_python):
+@pytest.mark.parametrize("chapter", FLOOR_CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_runs_at_the_floor(floor_python, chapter):
     """The kernel is the floor environment's own Python (its ``python3`` kernelspec)."""
     proc = subprocess.run(
-        [
-            str(floor_python),
-            "-c",
-            DRIVER,
-            str(TRAINING_CHAPTER),
-            str(CELL_TIMEOUT_S),
-            str(TRAINING_CHAPTER.parent),
-        ],
+        [str(floor_python), "-c", DRIVER, str(chapter), str(CELL_TIMEOUT_S), str(chapter.parent)],
         cwd=ROOT,
         env=floor_env(),
         capture_output=True,
         text=True,
     )
     assert proc.returncode == 0, (
-        f"{TRAINING_CHAPTER.name} fails with the runtime dependencies at their lower bounds:\n"
+        f"{chapter.name} fails with the runtime dependencies at their lower bounds:\n"
         f"{proc.stdout[-3000:]}{proc.stderr[-5000:]}"
     )
