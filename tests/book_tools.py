@@ -152,7 +152,14 @@ def lock_pin(name: str) -> str:
 def install_package(python: Path, *pip_args: str) -> None:
     """``pip install <repo>`` (not editable) into ``python``'s environment."""
     with tempfile.TemporaryDirectory(prefix="ccmc-src-") as tmp:
-        pip(python, "install", "--force-reinstall", "--no-deps", copy_package_source(Path(tmp)))
+        pip(
+            python,
+            "install",
+            "--no-compile",
+            "--force-reinstall",
+            "--no-deps",
+            copy_package_source(Path(tmp)),
+        )
 
 
 def ensure_reader_venv() -> Path:
@@ -174,10 +181,10 @@ def ensure_reader_venv() -> Path:
         venv.EnvBuilder(with_pip=True, clear=True).create(READER_VENV)
         # torch first, on its own, exactly pinned: pip takes the CPU wheel from local disk
         # where there is one (see README), instead of resolving a multi-GB CUDA build.
-        pip(python, "install", "-c", LOCK, lock_pin("torch"))
+        pip(python, "install", "--no-compile", "-c", LOCK, lock_pin("torch"))
         with tempfile.TemporaryDirectory(prefix="ccmc-src-") as tmp:
             src = copy_package_source(Path(tmp))
-            pip(python, "install", "-c", LOCK, src, lock_pin("ipykernel"))
+            pip(python, "install", "--no-compile", "-c", LOCK, src, lock_pin("ipykernel"))
         pip(python, "check")
         subprocess.run(
             [str(python), "-m", "ipykernel", "install", "--prefix", str(READER_VENV)],
@@ -228,7 +235,7 @@ def ensure_binder_venv() -> Path:
         check=True,
     ).stdout.strip()
     Path(own_site, "ccmc_reader_env.pth").write_text(reader_site + "\n")
-    pip(python, "install", "-c", LOCK, "-r", BINDER_REQUIREMENTS)
+    pip(python, "install", "--no-compile", "-c", LOCK, "-r", BINDER_REQUIREMENTS)
     stamp.write_text(want)
     return python
 
@@ -554,10 +561,10 @@ def ensure_floor_venv() -> Path:
     exceptions = [r for r in floor_requirements() if r.split("==")[0] in FLOOR_EXCEPTIONS]
     raised: dict[str, str] = {}
     for req in exceptions:  # alone first (torch: the CPU build from local disk)
-        pip(python, "install", "--no-deps", req)
+        pip(python, "install", "--no-compile", "--no-deps", req)
         raised.update(_minimums_required_by(python, req.split("==")[0]))
     reqs = floor_requirements(raised)
-    pip(python, "install", *reqs, *tools, lock_pin("ipykernel"))
+    pip(python, "install", "--no-compile", *reqs, *tools, lock_pin("ipykernel"))
     pip(python, "check")
     subprocess.run(
         [str(python), "-m", "ipykernel", "install", "--prefix", str(FLOOR_VENV)],
