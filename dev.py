@@ -2,7 +2,9 @@
 """Project tasks for ccmc_lite. Needs only Python >= 3.10 (3.11 recommended) and this repo.
 
     python3 dev.py book     build the whole book into _build/html (executes every chapter)
-    python3 dev.py test     run every test: unit, property, chapters, -W build, browser
+    python3 dev.py test     run every test: unit, property, minimum versions, chapters and
+                            student notebooks in a reader's environment, -W build, browser,
+                            Binder landing (the tests create _build/venvs/{reader,floor,binder})
     python3 dev.py bench    run the benchmark scripts and write benchmarks/results.json
     python3 dev.py paper-runs [NAMES]  re-run experiments at the papers' settings (stored files)
     python3 dev.py student  write student notebooks (solutions removed) to student_notebooks/

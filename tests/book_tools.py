@@ -1,17 +1,39 @@
-"""Helpers shared by the book tests: the chapter list and chapter execution.
+"""Helpers shared by the book tests: the chapter list, the reader's environment, execution.
 
-Chapters are executed the way myst-nb executes them during the build (same reader, same
-jupyter-cache), and the executed notebooks are stored in the build's cache. The book
-build that runs later in the same test session then renders from the cache instead of
-executing every chapter a second time.
+**The reader's environment.** Chapters and student notebooks are executed the way a reader
+runs them: in a kernel of ``_build/venvs/reader``, a virtual environment that holds only
+what ``pip install <this repository>`` installs (the runtime dependencies, at the versions
+of ``requirements/lock.txt``) plus ``ipykernel`` to run notebooks — no myst-nb, no
+jupytext, no book extras. :func:`ensure_reader_venv` creates it (a minute or two, cold) and
+re-installs only the package when its sources change.
+
+**One execution per chapter.** Each chapter is executed once, as its downloadable ``.ipynb``
+(the book's set-up cell, then the chapter's cells as myst-nb reads them), and the result is
+stored in the build's jupyter-cache under the key myst-nb looks up (the code cells and
+their metadata without the set-up cell, and the kernelspec). The ``-W`` book build that runs
+later in the same test session then renders from the cache instead of executing every
+chapter a second time. Chapters run with ``CCMC_BOOK_BUILD=1`` so that glued values reach
+the cache; student notebooks run without it, as a reader's notebook does.
+
+**Two kernels at a time.** :func:`notebook_results` executes the selected notebooks in a
+pool of :data:`KERNELS` kernels (each limited to one thread for torch and BLAS), longest
+first, and each test waits for its own notebook.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import copy
+import hashlib
+import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+import venv
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,12 +41,23 @@ BUILD_DIR = ROOT / "_build"
 HTML_DIR = BUILD_DIR / "html"
 CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 CELL_TIMEOUT_S = 900
+LOCK = ROOT / "requirements" / "lock.txt"
+READER_VENV = BUILD_DIR / "venvs" / "reader"
+KERNELS = int(os.environ.get("CCMC_TEST_KERNELS", "2"))
+SETUP_SOURCE = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
 
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
-import booktools  # noqa: E402
-from ccmc_book import BOOK_BUILD_ENV, patch_kernel_polling  # noqa: E402
+import booktools  # noqa: E402 (the standard library only: the floor test imports this too)
 
-patch_kernel_polling()  # the same fix the book build uses (see its docstring)
+BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # as ccmc_book.BOOK_BUILD_ENV and ccmc_lite.core.gluing
+SETUP_TAG = "ccmc-setup"  # as ccmc_book.SETUP_TAG
+
+
+def _patch_kernel_polling() -> None:
+    """The same fix the book build uses (see ``ccmc_book.patch_kernel_polling``)."""
+    from ccmc_book import patch_kernel_polling
+
+    patch_kernel_polling()
 
 
 def toc_files() -> list[Path]:
@@ -42,48 +75,511 @@ def taught_chapters() -> list[Path]:
     return booktools.taught_chapters(ROOT)
 
 
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+# --------------------------------------------------------------------------- environments
+
+
+def venv_python(path: Path) -> Path:
+    return path / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+
+def _digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+    return h.hexdigest()
+
+
+def project_metadata() -> str:
+    """The parts of ``pyproject.toml`` that change what ``pip install`` does (not tool config)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: every change to pyproject.toml counts
+        return json.dumps({"project": {"dependencies": [text]}})
+    data = tomllib.loads(text)
+    keep = {
+        "build-system": data.get("build-system"),
+        "project": data.get("project"),
+        "setuptools": data.get("tool", {}).get("setuptools"),
+    }
+    return json.dumps(keep, sort_keys=True)
+
+
+def package_digest() -> str:
+    """Hash of what ``pip install <repo>`` installs from this checkout."""
+    files = sorted((ROOT / "ccmc_lite").rglob("*"))
+    return _digest(
+        project_metadata(),
+        *(
+            f"{rel(f)}\0".encode() + f.read_bytes()
+            for f in files
+            if f.is_file() and "__pycache__" not in f.parts
+        ),
+    )
+
+
+def copy_package_source(dest: Path) -> Path:
+    """What a ``git+https`` install sees: the package, its metadata and nothing else.
+
+    Installing from a copy keeps setuptools' ``build/`` and ``*.egg-info`` out of the checkout.
+    """
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, dest / name)
+    shutil.copytree(
+        ROOT / "ccmc_lite", dest / "ccmc_lite", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return dest
+
+
+def pip(python: Path, *args: str | Path) -> None:
+    cmd = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *map(str, args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+
+
+def lock_pin(name: str) -> str:
+    for line in LOCK.read_text().splitlines():
+        if line.lower().startswith(f"{name.lower()}=="):
+            return line.strip()
+    raise LookupError(f"{name} is not pinned in {LOCK}")
+
+
+def install_package(python: Path, *pip_args: str) -> None:
+    """``pip install <repo>`` (not editable) into ``python``'s environment."""
+    with tempfile.TemporaryDirectory(prefix="ccmc-src-") as tmp:
+        pip(
+            python,
+            "install",
+            "--no-compile",
+            "--force-reinstall",
+            "--no-deps",
+            copy_package_source(Path(tmp)),
+        )
+
+
+def ensure_reader_venv() -> Path:
+    """The reader's environment: ``pip install -c requirements/lock.txt <repo>`` + ipykernel.
+
+    Created when missing or when the lock file, the declared dependencies or this Python
+    changed;
+    when only the package's sources changed, just the package is re-installed. Returns the
+    environment's Python. A kernelspec pointing at it lives in ``share/jupyter/kernels``.
+    """
+    python = venv_python(READER_VENV)
+    env_stamp = READER_VENV / ".ccmc-env-stamp"
+    pkg_stamp = READER_VENV / ".ccmc-package-stamp"
+    deps = json.loads(project_metadata())["project"].get("dependencies", [])
+    want_env = _digest(LOCK.read_bytes(), "\n".join(deps), sys.version)
+    fresh = not (python.exists() and env_stamp.exists() and env_stamp.read_text() == want_env)
+    if fresh:
+        start = time.perf_counter()
+        venv.EnvBuilder(with_pip=True, clear=True).create(READER_VENV)
+        # torch first, on its own, exactly pinned: pip takes the CPU wheel from local disk
+        # where there is one (see README), instead of resolving a multi-GB CUDA build.
+        pip(python, "install", "--no-compile", "-c", LOCK, lock_pin("torch"))
+        with tempfile.TemporaryDirectory(prefix="ccmc-src-") as tmp:
+            src = copy_package_source(Path(tmp))
+            pip(python, "install", "--no-compile", "-c", LOCK, src, lock_pin("ipykernel"))
+        pip(python, "check")
+        subprocess.run(
+            [str(python), "-m", "ipykernel", "install", "--prefix", str(READER_VENV)],
+            check=True,
+            capture_output=True,
+        )
+        env_stamp.write_text(want_env)
+        pkg_stamp.write_text(package_digest())
+        (READER_VENV / ".ccmc-created-seconds").write_text(f"{time.perf_counter() - start:.1f}")
+    elif not pkg_stamp.exists() or pkg_stamp.read_text() != package_digest():
+        install_package(python)
+        pkg_stamp.write_text(package_digest())
+    return python
+
+
+BINDER_VENV = BUILD_DIR / "venvs" / "binder"
+BINDER_REQUIREMENTS = ROOT / "requirements" / "binder.txt"
+
+
+def ensure_binder_venv() -> Path:
+    """JupyterLab as Binder runs it: the reader's environment + ``requirements/binder.txt``.
+
+    To stay cheap it does not install torch & co. a second time: a ``.pth`` file puts the
+    reader environment's ``site-packages`` on its path, and pip adds only what is missing.
+    Returns the environment's Python; run JupyterLab with :func:`binder_env`.
+    """
+    reader = ensure_reader_venv()
+    python = venv_python(BINDER_VENV)
+    stamp = BINDER_VENV / ".ccmc-env-stamp"
+    want = _digest(
+        (READER_VENV / ".ccmc-env-stamp").read_text(),
+        BINDER_REQUIREMENTS.read_bytes(),
+        LOCK.read_bytes(),
+    )
+    if python.exists() and stamp.exists() and stamp.read_text() == want:
+        return python
+    venv.EnvBuilder(with_pip=True, clear=True).create(BINDER_VENV)
+    reader_site = subprocess.run(
+        [str(reader), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    own_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(own_site, "ccmc_reader_env.pth").write_text(reader_site + "\n")
+    pip(python, "install", "--no-compile", "-c", LOCK, "-r", BINDER_REQUIREMENTS)
+    stamp.write_text(want)
+    return python
+
+
+def binder_env(home: Path) -> dict[str, str]:
+    """Environment for JupyterLab: ``$HOME`` is the repository (as on Binder)."""
+    env = reader_env(book_build=False)
+    for key in list(env):
+        if key.startswith("JUPYTER"):
+            del env[key]
+    env["HOME"] = str(home)
+    # The reader environment's share/jupyter: its labextensions (ipywidgets) and kernel.
+    env["JUPYTER_PATH"] = str(READER_VENV / "share" / "jupyter")
+    return env
+
+
+def reader_kernel_manager_class():
+    """An ``AsyncKernelManager`` whose ``python3`` kernel is the reader environment's."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    kernels = READER_VENV / "share" / "jupyter" / "kernels"
+
+    class ReaderKernelManager(AsyncKernelManager):
+        @default("kernel_spec_manager")
+        def _reader_specs(self):
+            return KernelSpecManager(kernel_dirs=[str(kernels)], ensure_native_kernel=False)
+
+    return ReaderKernelManager
+
+
+def reader_env(book_build: bool) -> dict[str, str]:
+    """The kernel's environment: the caller's, less anything pointing at this checkout."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", BOOK_BUILD_ENV)}
+    env.pop("VIRTUAL_ENV", None)
+    # Two kernels share the machine: one thread each for torch and BLAS.
+    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if book_build:
+        env[BOOK_BUILD_ENV] = "1"  # glue() records values for the build's cache
+    return env
+
+
+# --------------------------------------------------------------------------- execution
+
+
+class NotebookFailed(AssertionError):
+    """A cell raised: the message names the notebook, the cell and the error."""
+
+
 @dataclass
-class ExecutedChapter:
+class ExecutedNotebook:
+    name: str
     path: Path
     seconds: float
     notebook: object  # nbformat.NotebookNode
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def check(self) -> ExecutedNotebook:
+        if self.error:
+            raise NotebookFailed(self.error)
+        return self
+
+    def code_cells(self):
+        return [c for c in self.notebook.cells if c.cell_type == "code"]  # type: ignore[attr-defined]
 
     def stream_text(self, name: str) -> str:
         out = []
-        for cell in self.notebook.cells:  # type: ignore[attr-defined]
+        for cell in self.code_cells():
             for o in cell.get("outputs", []):
                 if o.get("output_type") == "stream" and o.get("name") == name:
                     out.append(o.get("text", ""))
         return "".join(out)
 
 
-def execute_chapter(path: Path) -> ExecutedChapter:
-    """Execute one chapter like myst-nb does and store the result in the build cache.
+def cell_text(cell) -> str:
+    """Everything a cell showed as text: streams and ``text/plain`` results."""
+    parts = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            parts.append(o.get("text", ""))
+        elif o.get("output_type") in ("execute_result", "display_data"):
+            parts.append(o.get("data", {}).get("text/plain", ""))
+    return "".join(parts)
 
-    Raises ``nbclient.exceptions.CellExecutionError`` (with the traceback of the failing
-    cell) when a cell fails.
-    """
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
+
+def setup_cell():
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(SETUP_SOURCE.rstrip() + "\n")
+    cell.metadata["tags"] = [SETUP_TAG]
+    return cell
+
+
+def downloadable_notebook(path: Path):
+    """The chapter as the book's download button gives it: set-up cell + myst-nb's cells."""
     from myst_nb.core.read import myst_nb_reader_plugin
-    from nbclient import NotebookClient
 
     nb = myst_nb_reader_plugin(str(path))
-    start = time.perf_counter()
-    NotebookClient(
+    return nb, _with_setup(nb)
+
+
+def _with_setup(nb):
+    out = copy.deepcopy(nb)
+    out.cells.insert(0, setup_cell())
+    return out
+
+
+def execute_in_reader_kernel(nb, name: str, cwd: Path, book_build: bool) -> ExecutedNotebook:
+    """Run ``nb`` top to bottom in the reader environment's kernel (in place)."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    _patch_kernel_polling()
+    client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,
         allow_errors=False,
         record_timing=False,  # as myst-nb: timing metadata would change the cache hash
         kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    ).execute(env={**os.environ, BOOK_BUILD_ENV: "1"})  # glue() records values for the build
-    seconds = time.perf_counter() - start
+        kernel_manager_class=reader_kernel_manager_class(),
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    start = time.perf_counter()
+    error = None
+    try:
+        client.execute(env=reader_env(book_build))
+    except CellExecutionError as err:
+        index = next(
+            (i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _has_error(c)), None
+        )
+        where = f"cell {index}" if index is not None else "a cell"
+        source = nb.cells[index].source if index is not None else ""
+        error = f"{name}: {where} failed in the reader's environment:\n{source}\n---\n{err}"
+    except Exception as err:  # kernel died, timeout, ...
+        error = f"{name}: execution stopped in the reader's environment: {err!r}"
+    return ExecutedNotebook(name, cwd, time.perf_counter() - start, nb, error)
+
+
+def _has_error(cell) -> bool:
+    return any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+
+
+def execute_chapter(path: Path) -> ExecutedNotebook:
+    """Execute a chapter's downloadable notebook in the reader's kernel; cache it for the build.
+
+    The cached notebook is the one myst-nb reads from the source (the set-up cell and its
+    outputs are dropped and execution counts shifted back), so the build finds it.
+    """
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    source_nb, download = downloadable_notebook(path)
+    done = execute_in_reader_kernel(download, rel(path), path.parent, book_build=True)
+    if done.error:
+        return done
+    cached = copy.deepcopy(source_nb)
+    for key in ("language_info", "widgets"):  # what myst-nb merges from the cache
+        if key in download.metadata:  # (the widgets' state is what the pages embed)
+            cached.metadata[key] = copy.deepcopy(download.metadata[key])
+    for target, ran in zip(cached.cells, download.cells[1:], strict=True):
+        if target.cell_type != "code":
+            continue
+        target.outputs = copy.deepcopy(ran.outputs)
+        target.execution_count = ran.execution_count - 1 if ran.execution_count else None
+        for o in target.outputs:
+            if o.get("execution_count"):
+                o["execution_count"] -= 1
     CACHE_DIR.parent.mkdir(parents=True, exist_ok=True)
     cache = get_cache(str(CACHE_DIR))
     cache.cache_notebook_bundle(
-        CacheBundleIn(nb, str(path), data={"execution_seconds": seconds}),
+        CacheBundleIn(cached, str(path), data={"execution_seconds": done.seconds}),
         check_validity=False,
         overwrite=True,
     )
-    return ExecutedChapter(path, seconds, nb)
+    done.extra["cached"] = cached
+    return done
+
+
+def student_notebook(chapter: Path, out_dir: Path) -> Path:
+    """The student notebook of a taught chapter, as ``python3 dev.py student`` writes it."""
+    return booktools.write_student_notebook(chapter, out_dir, setup_cell=SETUP_SOURCE)
+
+
+def execute_student(chapter: Path) -> ExecutedNotebook:
+    import nbformat
+
+    out_dir = BUILD_DIR / "student_notebooks"
+    target = student_notebook(chapter, out_dir)
+    nb = nbformat.read(str(target), as_version=4)
+    name = f"student notebook {rel(target)} (from {rel(chapter)})"
+    return execute_in_reader_kernel(nb, name, chapter.parent, book_build=False)
+
+
+# --------------------------------------------------------------------------- the job pool
+
+#: Filled by conftest.py after collection: (kind, path) of every selected notebook test.
+SELECTED: list[tuple[str, Path]] = []
+_POOL: dict[tuple[str, Path], concurrent.futures.Future] = {}
+_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
+_JOBS = {"chapter": execute_chapter, "student": execute_student}
+
+
+def _expected_seconds(kind: str, path: Path) -> float:
+    results = ROOT / "benchmarks" / "results.json"
+    if not results.exists():
+        return 0.0
+    data = json.loads(results.read_text())
+    return float(data.get(f"chapter_book_s[{rel(path)}]", 0.0) or 0.0)
+
+
+def notebook_result(kind: str, path: Path) -> ExecutedNotebook:
+    """The executed notebook ``(kind, path)``; starts the pool for every selected one."""
+    global _EXECUTOR
+    key = (kind, path)
+    if key not in _POOL:
+        ensure_reader_venv()
+        if _EXECUTOR is None:
+            _EXECUTOR = concurrent.futures.ThreadPoolExecutor(KERNELS, "ccmc-kernel")
+        jobs = [k for k in SELECTED if k not in _POOL] or [key]
+        if key not in jobs:
+            jobs.append(key)
+        jobs.sort(key=lambda k: -_expected_seconds(*k))  # longest first: shortest tail
+        for job in jobs:
+            _POOL[job] = _EXECUTOR.submit(_JOBS[job[0]], job[1])
+    return _POOL[key].result()
+
+
+def shutdown_pool() -> None:
+    if _EXECUTOR is not None:
+        _EXECUTOR.shutdown(wait=True, cancel_futures=True)
+
+
+# --------------------------------------------------------------------------- the floor
+
+FLOOR_VENV = BUILD_DIR / "venvs" / "floor"
+#: Test tooling the floor run needs, at the lock's versions (not runtime dependencies).
+FLOOR_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "pyyaml", "jupytext", "nbclient")
+#: Where the floor cannot be the declared bound, what is installed instead, and why.
+FLOOR_EXCEPTIONS = {
+    "torch": (
+        "the lock's CPU build: PyPI serves torch for Linux only as CUDA builds of several GB "
+        "(too slow for CI), and the machines here reach no other index. Set "
+        "CCMC_FLOOR_TORCH=bound (with a CPU index in PIP_EXTRA_INDEX_URL) to test the bound."
+    ),
+}
+
+
+def runtime_bounds() -> dict[str, str]:
+    """``{name: lower bound}`` of every runtime dependency in ``pyproject.toml``."""
+    import re
+
+    deps = json.loads(project_metadata())["project"]["dependencies"]
+    bounds = {}
+    for dep in deps:
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*>=\s*([0-9][^,;\s]*)\s*", dep)
+        if not m:
+            raise ValueError(f"runtime dependency {dep!r} is not of the form name>=version")
+        bounds[m.group(1).lower()] = m.group(2)
+    return bounds
+
+
+def _version_key(version: str) -> tuple:
+    import re
+
+    return tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0]))
+
+
+def floor_requirements(exception_requires: dict[str, str] | None = None) -> list[str]:
+    """Each runtime dependency pinned at its lower bound (see :data:`FLOOR_EXCEPTIONS`).
+
+    ``exception_requires`` (``{name: minimum}``) are what the installed exceptions require of
+    the other dependencies (torch 2.13 needs a newer sympy than torch 2.1): such a floor is
+    raised to that minimum, since no environment can have both.
+    """
+    raised = exception_requires or {}
+    reqs = []
+    for name, bound in runtime_bounds().items():
+        if name in FLOOR_EXCEPTIONS and os.environ.get(f"CCMC_FLOOR_{name.upper()}") != "bound":
+            reqs.append(lock_pin(name))
+        elif name in raised and _version_key(raised[name]) > _version_key(bound):
+            reqs.append(f"{name}=={raised[name]}")
+        else:
+            reqs.append(f"{name}=={bound}")
+    return reqs
+
+
+def _minimums_required_by(python: Path, package: str) -> dict[str, str]:
+    """``{dependency: minimum}`` from an installed package's metadata (``name>=x`` parts)."""
+    code = f"import importlib.metadata as m, json;print(json.dumps(m.requires({package!r}) or []))"
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    import re
+
+    found = {}
+    for req in json.loads(out.stdout):
+        if ";" in req and "extra" in req.split(";", 1)[1]:
+            continue
+        m = re.match(r"\s*([A-Za-z0-9_.-]+)\s*(?:\[.*?\])?\s*([^;]*)", req)
+        if not m:
+            continue
+        low = re.search(r"(?:>=|==)\s*([0-9][^,\s]*)", m.group(2))
+        if low:
+            found[m.group(1).lower()] = low.group(1)
+    return found
+
+
+def ensure_floor_venv() -> Path:
+    """``_build/venvs/floor``: runtime dependencies at their lower bounds + test tooling.
+
+    Keyed on the bounds, the tooling pins and this Python: re-created only when one changes.
+    The package itself is not installed: the floor run imports it from this checkout.
+    The floors actually installed are written to ``floor.json`` in the environment.
+    """
+    python = venv_python(FLOOR_VENV)
+    stamp = FLOOR_VENV / ".ccmc-env-stamp"
+    tools = [lock_pin(t) for t in FLOOR_TOOLS]
+    want = _digest(*floor_requirements(), *tools, sys.version)
+    if python.exists() and stamp.exists() and stamp.read_text() == want:
+        return python
+    start = time.perf_counter()
+    venv.EnvBuilder(with_pip=True, clear=True).create(FLOOR_VENV)
+    exceptions = [r for r in floor_requirements() if r.split("==")[0] in FLOOR_EXCEPTIONS]
+    raised: dict[str, str] = {}
+    for req in exceptions:  # alone first (torch: the CPU build from local disk)
+        pip(python, "install", "--no-compile", "--no-deps", req)
+        raised.update(_minimums_required_by(python, req.split("==")[0]))
+    reqs = floor_requirements(raised)
+    pip(python, "install", "--no-compile", *reqs, *tools, lock_pin("ipykernel"))
+    pip(python, "check")
+    subprocess.run(
+        [str(python), "-m", "ipykernel", "install", "--prefix", str(FLOOR_VENV)],
+        check=True,
+        capture_output=True,
+    )
+    (FLOOR_VENV / "floor.json").write_text(json.dumps(reqs, indent=1))
+    stamp.write_text(want)
+    (FLOOR_VENV / ".ccmc-created-seconds").write_text(f"{time.perf_counter() - start:.1f}")
+    return python
+
+
+def floor_env() -> dict[str, str]:
+    env = reader_env(book_build=False)
+    env["PYTHONPATH"] = str(ROOT)  # the package from this checkout, its dependencies at the floor
+    env["HYPOTHESIS_PROFILE"] = "floor"
+    env["JUPYTER_PATH"] = str(FLOOR_VENV / "share" / "jupyter")  # its python3 kernel
+    return env

@@ -1,7 +1,11 @@
 """Shared pytest configuration.
 
-* The book tests (marker ``book``) run last: they render from the cache that the chapter
-  tests (marker ``chapter``) fill.
+* The book and Binder tests (markers ``book``, ``binder``) run last: the build they use
+  renders from the cache that the chapter tests (marker ``chapter``) fill. The minimum
+  versions tests (marker ``floor``) run after the unit tests, before the chapters.
+* The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
+  selection are handed to ``book_tools``, whose pool executes them in the reader's
+  environment two kernels at a time.
 * Chapter run times are written to ``_build/chapter_timings.json`` for the benchmarks and
   the instructor page.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,20 +29,45 @@ settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("explore", deadline=None, max_examples=500)
+# The minimum-versions run (tests/test_floor.py) checks that the API works at the lower bounds;
+# a few examples per property are enough there.
+settings.register_profile(
+    "floor",
+    derandomize=True,
+    deadline=None,
+    max_examples=5,
+    suppress_health_check=list(HealthCheck),
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-from book_tools import BUILD_DIR  # noqa: E402 (needs the sys.path entry above)
+import book_tools  # noqa: E402 (needs the sys.path entry above)
+from book_tools import BUILD_DIR, HTML_DIR, ROOT  # noqa: E402
 
 
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
-        if item.get_closest_marker("book"):
+        if item.get_closest_marker("book") or item.get_closest_marker("binder"):
+            return 3  # after the chapters: the build renders from the cache they fill
+        if any(item.get_closest_marker(m) for m in ("chapter", "student", "reader")):
             return 2
-        if item.get_closest_marker("chapter"):
+        if item.get_closest_marker("floor"):
             return 1
         return 0
 
     items.sort(key=rank)  # stable: keeps file order within each group
+
+
+def pytest_collection_finish(session):
+    """Tell the notebook pool which notebooks the selected tests need (after ``-k``/``-m``)."""
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for kind in ("chapter", "student"):  # both parametrized on ``chapter``
+            if item.get_closest_marker(kind) and isinstance(params.get("chapter"), Path):
+                book_tools.SELECTED.append((kind, params["chapter"]))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    book_tools.shutdown_pool()
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +80,23 @@ def chapter_timings():
         old = json.loads(path.read_text()) if path.exists() else {}
         old.update({k: round(v, 2) for k, v in timings.items()})
         path.write_text(json.dumps(old, indent=2, sort_keys=True))
+
+
+@pytest.fixture(scope="session")
+def built_book() -> Path:
+    """Build the book once per session with warnings as errors."""
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run(
+        [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    log = proc.stdout + proc.stderr
+    (BUILD_DIR / "build.log").write_text(log)
+    assert proc.returncode == 0, f"book build failed:\n{log[-6000:]}"
+    warnings = [line for line in log.splitlines() if "WARNING" in line]
+    assert not warnings, "book build printed warnings:\n" + "\n".join(warnings)
+    assert (HTML_DIR / "index.html").exists()
+    return HTML_DIR

@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
-from book_tools import BUILD_DIR, HTML_DIR, ROOT, chapter_notebooks, taught_chapters
+from book_tools import (
+    BUILD_DIR,
+    ROOT,
+    chapter_notebooks,
+    downloadable_notebook,
+    taught_chapters,
+)
 
 pytestmark = pytest.mark.book
 
@@ -36,26 +42,6 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-
-
-@pytest.fixture(scope="session")
-def built_book() -> Path:
-    """Build the book once per session with warnings as errors."""
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run(
-        [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    log = proc.stdout + proc.stderr
-    (BUILD_DIR / "build.log").write_text(log)
-    assert proc.returncode == 0, f"book build failed:\n{log[-6000:]}"
-    warnings = [line for line in log.splitlines() if "WARNING" in line]
-    assert not warnings, "book build printed warnings:\n" + "\n".join(warnings)
-    assert (HTML_DIR / "index.html").exists()
-    return HTML_DIR
 
 
 def test_build_is_clean_and_complete(built_book):
@@ -266,3 +252,75 @@ def test_a_solution_opens_on_click(built_book, server, browser):
     assert content.is_visible(), f"[{rel}] first solution stays hidden after a click"
     assert len(content.inner_text().strip()) > 20, "the revealed solution is empty"
     page.close()
+
+
+LINK = re.compile(r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)/[^"]+)"')
+
+
+def _launch_links(page: Path) -> dict[str, str]:
+    links = {}
+    for url in LINK.findall(page.read_text(encoding="utf-8")):
+        url = url.replace("&amp;", "&")
+        links["binder" if "mybinder.org" in url else "colab"] = url
+    return links
+
+
+def test_launch_links_point_at_files_that_exist(built_book):
+    """Binder opens ``lab/tree/<path>`` of the repository at the configured branch; Colab
+    opens ``<path>.ipynb`` of the ``gh-pages`` branch, which is the published ``_build/html``.
+    Every chapter page's links name files that exist there."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    org_repo = urlparse(config["repository"]["url"]).path.strip("/")
+    branch = config["repository"]["branch"]
+    tracked = set(
+        subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    )
+    problems = []
+    for chapter in chapter_notebooks():
+        source = chapter.relative_to(ROOT).as_posix()
+        page = built_book / chapter.relative_to(ROOT).with_suffix(".html")
+        links = _launch_links(page)
+        binder = links.get("binder", "")
+        want = f"https://mybinder.org/v2/gh/{org_repo}/{branch}?urlpath=lab/tree/"
+        if not binder.startswith(want):
+            problems.append(f"{source}: Binder link {binder!r} does not start with {want!r}")
+        else:
+            path = binder[len(want) :]
+            if path != source or path not in tracked:
+                problems.append(f"{source}: Binder opens {path!r}, not a tracked chapter source")
+        colab = links.get("colab", "")
+        want = f"https://colab.research.google.com/github/{org_repo}/blob/gh-pages/"
+        if not colab.startswith(want):
+            problems.append(f"{source}: Colab link {colab!r} does not start with {want!r}")
+            continue
+        published = built_book / colab[len(want) :]
+        if published.suffix != ".ipynb" or not published.is_file():
+            problems.append(f"{source}: Colab opens {colab[len(want) :]!r}, not in the build")
+            continue
+        nb = json.loads(published.read_text(encoding="utf-8"))
+        first = nb["cells"][0]
+        if "ccmc-setup" not in first.get("metadata", {}).get("tags", []):
+            problems.append(f"{source}: the notebook Colab opens lacks the set-up cell")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_download_is_the_notebook_the_reader_tests_ran(built_book):
+    """The reader tests execute ``book_tools.downloadable_notebook``; the book publishes the
+    same code: the set-up cell, then the chapter's code cells."""
+    for chapter in chapter_notebooks():
+        published = built_book / "_sources" / chapter.relative_to(ROOT).with_suffix(".ipynb")
+        nb = json.loads(published.read_text(encoding="utf-8"))
+        _, tested = downloadable_notebook(chapter)
+
+        def code(cells):
+            return [
+                "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                for c in cells
+                if c["cell_type"] == "code"
+            ]
+
+        assert code(nb["cells"]) == code(tested.cells), chapter.name

@@ -1,7 +1,12 @@
-"""One test per chapter: execute it, fail on any error or warning it prints.
+"""One test per chapter: its downloadable notebook runs in the reader's environment.
+
+Each chapter is executed as the book's download button gives it (the set-up cell, then the
+chapter) in a kernel of ``_build/venvs/reader``, which holds only what ``pip install <repo>``
+installs. A failure names the notebook and the cell. The test also fails on any error or
+warning the chapter prints.
 
 The executed notebooks go into the build's jupyter-cache, so ``test_book.py`` (which runs
-after these tests) renders them without executing them again.
+after these tests) renders them without executing them again (see ``book_tools``).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ import re
 
 import pytest
 
-from book_tools import ROOT, chapter_notebooks, execute_chapter
+from book_tools import ROOT, chapter_notebooks, notebook_result
 
 CHAPTERS = chapter_notebooks()
 
@@ -21,10 +26,11 @@ FORBIDDEN_STDOUT = re.compile(r"\bnan\b|Traceback", re.IGNORECASE)
 
 @pytest.mark.chapter
 @pytest.mark.parametrize(
-    "path", CHAPTERS, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in CHAPTERS]
+    "chapter", CHAPTERS, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in CHAPTERS]
 )
-def test_chapter_executes_cleanly(path, chapter_timings):
-    executed = execute_chapter(path)
+def test_chapter_executes_cleanly(chapter, chapter_timings):
+    path = chapter
+    executed = notebook_result("chapter", path).check()
     chapter_timings[str(path.relative_to(ROOT))] = executed.seconds
     stderr = executed.stream_text("stderr")
     assert not FORBIDDEN_STDERR.search(stderr), f"{path.name} wrote to stderr:\n{stderr}"
@@ -32,7 +38,7 @@ def test_chapter_executes_cleanly(path, chapter_timings):
     match = FORBIDDEN_STDOUT.search(stdout)
     assert match is None, f"{path.name} printed {match.group(0)!r}:\n{stdout[-2000:]}"
     # Every chapter imports the package it teaches from.
-    code = "\n".join(c.source for c in executed.notebook.cells if c.cell_type == "code")
+    code = "\n".join(c.source for c in executed.code_cells()[1:])  # after the set-up cell
     assert "ccmc_lite" in code, f"{path.name} never imports ccmc_lite"
 
 
@@ -59,3 +65,14 @@ def test_chapter_follows_the_cell_and_glue_policies(path):
     if keys:
         prefixes = {k.split("_", 1)[0] for k in keys}
         assert len(prefixes) == 1, f"{path.name} mixes glue prefixes {sorted(prefixes)}"
+
+
+def test_book_tools_agree_with_the_book_extension():
+    """``book_tools`` repeats two names of ``ccmc_book`` so that it imports without Sphinx."""
+    import ccmc_book
+
+    import book_tools
+    from ccmc_lite.core import gluing
+
+    assert book_tools.SETUP_TAG == ccmc_book.SETUP_TAG
+    assert book_tools.BOOK_BUILD_ENV == ccmc_book.BOOK_BUILD_ENV == gluing.BOOK_BUILD_ENV

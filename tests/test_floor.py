@@ -1,0 +1,135 @@
+"""Minimum versions: the package works with every runtime dependency at its lower bound.
+
+``pyproject.toml`` declares lower bounds only (Colab and other readers' environments keep
+what they have when it is new enough), so the bounds must be true. ``_build/venvs/floor``
+holds each runtime dependency pinned at its bound (``book_tools.floor_requirements``; torch
+is the one exception, see ``book_tools.FLOOR_EXCEPTIONS``) plus the test tooling. There the
+package's unit tests run (a few examples per property test), and a training chapter and a
+chapter with a widget run top to bottom. The environment is cached, keyed on the bounds:
+only a changed bound pays for a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from book_tools import (
+    BUILD_DIR,
+    CELL_TIMEOUT_S,
+    FLOOR_EXCEPTIONS,
+    FLOOR_VENV,
+    ROOT,
+    _version_key,
+    ensure_floor_venv,
+    floor_env,
+    runtime_bounds,
+)
+
+pytestmark = pytest.mark.floor
+
+#: Test files that check the book's tooling or environments rather than the package.
+NOT_UNIT = (
+    "test_binder.py",
+    "test_book.py",
+    "test_chapters.py",
+    "test_floor.py",
+    "test_project.py",
+    "test_reader_env.py",
+    "test_student_chapters.py",
+)
+#: Floors that the locally installable torch lifts above the declared bound.
+RAISED_BY_TORCH = {"sympy"}
+#: A chapter that trains with the package's shared trainer (core.train_runs) and runs fast,
+#: and one whose explorer is an ``ipywidgets.interact`` (the widget API at its floor).
+FLOOR_CHAPTERS = (
+    ROOT / "book" / "part1" / "02_learning_by_prompting.md",
+    ROOT / "book" / "part2" / "02_unigram_trap.md",
+)
+
+
+@pytest.fixture(scope="module")
+def floor_python():
+    return ensure_floor_venv()
+
+
+def test_the_floor_environment_has_the_lower_bounds(floor_python):
+    """Each runtime dependency is at its bound, or at what an exception (torch) requires."""
+    out = subprocess.run(
+        [str(floor_python), "-m", "pip", "list", "--format=json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    installed = {p["name"].lower(): p["version"] for p in json.loads(out)}
+    floors = dict(r.split("==") for r in json.loads((FLOOR_VENV / "floor.json").read_text()))
+    bounds = runtime_bounds()
+    assert set(floors) == set(bounds)
+
+    def same(a: str, b: str) -> bool:
+        ka, kb = _version_key(a), _version_key(b)
+        n = max(len(ka), len(kb))
+        return ka + (0,) * (n - len(ka)) == kb + (0,) * (n - len(kb))
+
+    for name, floor in floors.items():
+        assert same(installed.get(name, "0"), floor), f"{name}: {installed.get(name)} != {floor}"
+        if name not in FLOOR_EXCEPTIONS and not same(floor, bounds[name]):
+            # Only an exception may lift a floor (torch 2.13 needs sympy >= 1.13.3; the bound
+            # stays lower for readers with an older torch, e.g. Colab's).
+            assert name in RAISED_BY_TORCH, f"{name} floor {floor} above its bound {bounds[name]}"
+
+
+def test_unit_tests_pass_at_the_floor(floor_python):
+    ignore = [f"--ignore=tests/{name}" for name in NOT_UNIT]
+    proc = subprocess.run(
+        [
+            str(floor_python),
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "not (chapter or student or book or binder or floor or reader or slow)",
+            *ignore,
+            "tests",
+        ],
+        cwd=ROOT,
+        env=floor_env(),
+        capture_output=True,
+        text=True,
+    )
+    (BUILD_DIR / "floor-unit-tests.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (
+        "unit tests fail with the runtime dependencies at their lower bounds "
+        f"(raise the bound that is not true):\n{proc.stdout[-5000:]}{proc.stderr[-2000:]}"
+    )
+
+
+DRIVER = """
+import sys, jupytext
+from nbclient import NotebookClient
+nb = jupytext.read(sys.argv[1])
+NotebookClient(nb, timeout=int(sys.argv[2]), kernel_name="python3",
+               resources={"metadata": {"path": sys.argv[3]}}).execute()
+print("ran", sum(c.cell_type == "code" for c in nb.cells), "code cells")
+"""
+
+
+@pytest.mark.parametrize("chapter", FLOOR_CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_runs_at_the_floor(floor_python, chapter):
+    """The kernel is the floor environment's own Python (its ``python3`` kernelspec)."""
+    proc = subprocess.run(
+        [str(floor_python), "-c", DRIVER, str(chapter), str(CELL_TIMEOUT_S), str(chapter.parent)],
+        cwd=ROOT,
+        env=floor_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, (
+        f"{chapter.name} fails with the runtime dependencies at their lower bounds:\n"
+        f"{proc.stdout[-3000:]}{proc.stderr[-5000:]}"
+    )
