@@ -93,6 +93,26 @@ def test_readme_links_the_online_book_binder_and_the_pages_workflow():
     assert "python3 dev.py test" in workflow and "gh-pages" in workflow
 
 
+def test_publishing_workflow_caches_tests_pull_requests_and_limits_write_access():
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
+    triggers = workflow[True] if True in workflow else workflow["on"]  # YAML 1.1: on -> True
+    assert "pull_request" in triggers and "push" in triggers
+    assert workflow["permissions"] == {"contents": "read"}, "read-only unless a job says so"
+    test, publish = workflow["jobs"]["test"], workflow["jobs"]["publish"]
+    assert "permissions" not in test
+    assert publish["permissions"] == {"contents": "write"}
+    assert publish["needs"] == "test"
+    assert "push" in publish["if"] and "refs/heads/main" in publish["if"]
+    runs = [step.get("run", "") for step in test["steps"]]
+    assert "python3 dev.py test" in runs
+    caches = {step["with"]["key"]: step["with"]["path"] for step in test["steps"]
+              if step.get("uses", "").startswith("actions/cache")}  # fmt: skip
+    env_key = next(k for k, path in caches.items() if ".venv" in path)
+    cache_key = next(k for k, path in caches.items() if ".jupyter_cache" in path)
+    assert "requirements/" in env_key
+    assert "lock.txt" in cache_key and "book/" in cache_key
+
+
 def test_readme_has_exactly_two_commands_and_ci_runs_the_test_one():
     commands = _quickstart_commands()
     assert commands == ["python3 dev.py book", "python3 dev.py test"], commands
