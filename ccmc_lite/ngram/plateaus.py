@@ -6,14 +6,16 @@ the gradient norm stays low, and jumps when the gradient spikes (their Fig. 6). 
 norm stays below a threshold; for each one we report its loss and the nearest reference
 level. Histories are per run: ``(steps,)`` or ``(R, steps)``.
 
-That gradient-norm rule (:func:`detect_plateaus`) uses one global threshold and can merge
-stages whose losses nearly coincide. :func:`detect_stages` instead reads the stages off the
-*loss* with a local flatness test (a stretch is a stage when the loss varies by less than a
-tolerance over a sliding window, so a descending stretch never qualifies), keeps only levels
-separated by a minimum gap, and :func:`label_stages` names each stage from the first-layer
-attention offsets (uniform, previous token, two back). :func:`absent_mass` and
-:func:`histogram_levels` give the reference levels that the simplified transformer, whose
-prediction is an attention-weighted histogram of the sequence's own tokens, can reach.
+That gradient-norm rule (:func:`~ccmc_lite.ngram.detect_plateaus`) uses one global threshold
+and can merge stages whose losses nearly coincide. :func:`~ccmc_lite.ngram.detect_stages`
+instead reads the stages off the *loss* with a local flatness test (a stretch is a stage
+when the loss varies by less than a tolerance over a sliding window, so a descending stretch
+never qualifies), keeps only levels separated by a minimum gap, and
+:func:`~ccmc_lite.ngram.label_stages` names each stage from the first-layer attention
+offsets (uniform, previous token, two back). :func:`~ccmc_lite.ngram.absent_mass` and
+:func:`~ccmc_lite.ngram.histogram_levels` give the reference levels that the simplified
+transformer, whose prediction is an attention-weighted histogram of the sequence's own
+tokens, can reach.
 """
 
 from __future__ import annotations

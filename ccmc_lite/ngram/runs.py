@@ -2,14 +2,14 @@
 
 Varre, Yüce & Flammarion (2025, Sec. 5) train the simplified two-layer transformer
 (Sec. 2.3, eqs. (2)-(3) and (9)) on in-context n-grams: ``S = 5``, ``n = 3``, ``T = 32``,
-Dirichlet ``α = 0.5``, ``n - 1 = 2`` first-layer heads, one-hot embeddings (``d = S``),
-Adam with constant learning rate 0.01, batch 128, ``2^14`` steps, test loss on ``2^16``
-sequences; their Fig. 1 shows the same experiment for a 4-gram. :func:`sweep_task` trains
-a group of seeds of that experiment as one batched program with the same package functions
-the chapter uses (:class:`~ccmc_lite.ngram.SimplifiedTransformer`,
-:class:`~ccmc_lite.ngram.NGramStream`, :func:`~ccmc_lite.ngram.make_loss_fn`,
-:func:`~ccmc_lite.core.train_runs`), so that :class:`ccmc_lite.core.Sweep` can run and
-:func:`ccmc_lite.core.save_stored` can store it.
+Dirichlet ``α = 0.5``, ``n - 1 = 2`` first-layer heads, one-hot embeddings (``d = S``), Adam
+with constant learning rate 0.01, batch 128, ``2^14`` steps, test loss on ``2^16``
+sequences; their Fig. 1 shows the same experiment for a 4-gram.
+:func:`~ccmc_lite.ngram.sweep_task` trains a group of seeds of that experiment as one
+batched program with the same package functions the chapter uses
+(:class:`~ccmc_lite.ngram.SimplifiedTransformer`, :class:`~ccmc_lite.ngram.NGramStream`,
+:func:`~ccmc_lite.ngram.make_loss_fn`, :func:`~ccmc_lite.core.train_runs`), so that
+:class:`ccmc_lite.core.Sweep` can run and :func:`ccmc_lite.core.save_stored` can store it.
 """
 
 from __future__ import annotations
