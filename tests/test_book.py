@@ -79,8 +79,11 @@ def server(built_book):
     httpd.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Headless Chromium for this module's tests; closed when the module ends, because the
+    Binder test (tests/test_binder.py) starts its own Playwright, and two sync Playwright
+    instances cannot run at once in one process."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
