@@ -204,6 +204,16 @@ BINDER_VENV = BUILD_DIR / "venvs" / "binder"
 BINDER_REQUIREMENTS = ROOT / "requirements" / "binder.txt"
 
 
+def _purelib(python: Path) -> str:
+    """The site-packages folder of the environment whose interpreter is ``python``."""
+    return subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
 def ensure_binder_venv() -> Path:
     """JupyterLab as Binder runs it: the reader's environment + ``requirements/binder.txt``.
 
@@ -222,19 +232,7 @@ def ensure_binder_venv() -> Path:
     if python.exists() and stamp.exists() and stamp.read_text() == want:
         return python
     venv.EnvBuilder(with_pip=True, clear=True).create(BINDER_VENV)
-    reader_site = subprocess.run(
-        [str(reader), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    own_site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(own_site, "ccmc_reader_env.pth").write_text(reader_site + "\n")
+    Path(_purelib(python), "ccmc_reader_env.pth").write_text(_purelib(reader) + "\n")
     pip(python, "install", "--no-compile", "-c", LOCK, "-r", BINDER_REQUIREMENTS)
     stamp.write_text(want)
     return python

@@ -145,25 +145,31 @@ def detect_plateaus(
     else:
         thr = check_float("threshold", threshold, minimum=0.0, open_lower=True)
     flat = g < thr
-    out: list[Plateau] = []
-    t, n = 0, flat.size
+    return [
+        Plateau(
+            start=s,
+            end=t - 1,
+            loss=float(np.median(lo[s:t])),
+            grad_norm=float(np.median(g[s:t])),
+        )
+        for s, t in _true_runs(flat, min_length)
+    ]
+
+
+def _true_runs(mask: np.ndarray, min_length: int) -> list[tuple[int, int]]:
+    """Maximal stretches ``[s, t)`` of ``True`` in ``mask`` at least ``min_length`` long."""
+    runs: list[tuple[int, int]] = []
+    t, n = 0, mask.size
     while t < n:
-        if not flat[t]:
+        if not mask[t]:
             t += 1
             continue
         s = t
-        while t < n and flat[t]:
+        while t < n and mask[t]:
             t += 1
         if t - s >= min_length:
-            out.append(
-                Plateau(
-                    start=s,
-                    end=t - 1,
-                    loss=float(np.median(lo[s:t])),
-                    grad_norm=float(np.median(g[s:t])),
-                )
-            )
-    return out
+            runs.append((s, t))
+    return runs
 
 
 def nearest_level(value: float, levels: Mapping[str, float]) -> tuple[str, float]:
@@ -342,17 +348,7 @@ def detect_stages(
     for i in range(n):
         seg = y[max(0, i - half_lo) : min(n, i + half_hi + 1)]
         flat[i] = seg.max() - seg.min() < tol
-    runs: list[tuple[int, int]] = []
-    i = 0
-    while i < n:
-        if not flat[i]:
-            i += 1
-            continue
-        s = i
-        while i < n and flat[i]:
-            i += 1
-        if i - s >= min_points:
-            runs.append((s, i))
+    runs = _true_runs(flat, min_points)
     merged: list[tuple[int, int]] = []
     for s, e in runs:
         if merged and abs(np.median(y[s:e]) - np.median(y[merged[-1][0] : merged[-1][1]])) < (
