@@ -1251,6 +1251,7 @@ def build_table() -> list[Entry]:
             a(0.3, "prob"),
             a(30, "int", "length"),
             prompt=a([0, 1], "tokens", K=2),
+            statistic=a("odds", "choice"),
         )
     )
     pos = torch.randn(8, 4, dtype=torch.float64) * 0.1
@@ -1351,7 +1352,7 @@ def build_table() -> list[Entry]:
     )
     add(
         E(
-            "ngram.plot_seed_losses",
+            "core.plot_seed_losses",
             a("skip", "obj", "ax"),
             a(p3_eval),
             a(np.asarray(p3["test_loss"])),

@@ -227,6 +227,30 @@ def test_weak_frequency_exact_matches_monte_carlo():
         weak_frequency_exact(0.7, 10)
 
 
+def test_weak_odds_exact_matches_monte_carlo_and_exceeds_the_plug_in():
+    """statistic="odds" is E[S/(L-S)] (eq. (52)); by Jensen it is >= E[m]/(1-E[m])."""
+    p, T, R = 0.4, 150, 6000
+    odds = weak_frequency_exact(p, T, statistic="odds")[0]
+    freq = weak_frequency_exact(p, T)[0]
+    assert np.isnan(odds[:2]).all() and odds[2] == 1.0  # prompt [0, 1]: odds 1/1
+    times = np.array([10, 50, 150])
+    sim = sample_trajectories(
+        binary_collapse_chain(p), [0, 1], T, seed=1, n_traj=R, keep_tokens=False, record_at=times
+    )
+    weak = sim.frequencies[..., 1].numpy()  # (R, C)
+    sim_odds = weak / (1 - weak)
+    se = sim_odds.std(0) / np.sqrt(R)
+    np.testing.assert_array_less(np.abs(sim_odds.mean(0) - odds[times + 2]), 4 * se + 1e-12)
+    plug_in = freq[3:] / (1 - freq[3:])
+    assert (odds[3:] >= plug_in).all() and odds[-1] > 1.5 * plug_in[-1]  # a real Jensen gap
+    # a prompt with two weak and three strong tokens starts at odds 2/3
+    assert weak_frequency_exact(0.2, 5, prompt=[0, 1, 1, 0, 0], statistic="odds")[0, 5] == (
+        pytest.approx(2 / 3)
+    )
+    with pytest.raises(ValueError, match="statistic"):
+        weak_frequency_exact(0.2, 10, statistic="mean")
+
+
 def test_collapse_lower_bound_and_the_lemma_53_counterexample():
     """The linearised recursion is a lower bound; the exact mean exceeds t^(-q)."""
     ps = np.array([0.1, 0.2, 0.3])

@@ -28,6 +28,7 @@ from ..core.seeding import torch_generator
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
+    check_choice,
     check_elements,
     check_float,
     check_instance,
@@ -139,7 +140,9 @@ def weak_weak_exponent(p: Any) -> Any:
 WEAK_FREQUENCY_MAX_LENGTH = 100_000
 
 
-def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
+def weak_frequency_exact(
+    p: Any, length: int, *, prompt: Any = (0, 1), statistic: str = "frequency"
+) -> np.ndarray:
     """Exact :math:`\\mathbb E[m(X_t)_{\\text{weak}}]` for the chain of Lemma 5.3 (dynamic program).
 
     With rows ``(1 - p, p)`` the next token depends only on the weak-token count ``S`` of
@@ -156,17 +159,22 @@ def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.nda
         Number of generated tokens ``T``.
     prompt : sequence of int
         Initial prompt over ``{0, 1}`` containing both tokens (token 1 is the weak one).
+    statistic : {"frequency", "odds"}
+        ``"frequency"``: :math:`\\mathbb E[m_1] = \\mathbb E[S/L]`; ``"odds"``:
+        :math:`\\mathbb E[m_1/m_0] = \\mathbb E[S/(L-S)]`, the quantity of eqs. (52)–(53)
+        (the strong token occurs at least once, so ``L - S >= 1``).
 
     Returns
     -------
     numpy.ndarray
-        ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is :math:`\\mathbb E[m(X_t)_1]` at sequence
-        length ``t`` for ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
+        ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is the statistic at sequence length ``t``
+        for ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
     """
     p_arr = np.atleast_1d(as_tensor("p", p, ndim=(0, 1)).numpy())
     collapse_exponent(p_arr)  # validates 0 < p <= 1/2
     # O(length^2) work and an (n_p, length) table: 10^5 tokens take minutes already
     length = check_size("length", length, limit=WEAK_FREQUENCY_MAX_LENGTH)
+    odds = check_choice("statistic", statistic, ("frequency", "odds")) == "odds"
     toks = check_tokens("prompt", prompt, 2, ndim=1).tolist()
     if len(set(toks)) != 2:
         raise ValueError(f"prompt must contain both tokens 0 and 1; got {prompt!r}")
@@ -181,7 +189,7 @@ def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.nda
     inc = np.empty((n, T + 1))
     mean_S = np.full(n, float(S0))
     out = np.full((n, T + 1), np.nan)
-    out[:, L0] = S0 / L0
+    out[:, L0] = S0 / (L0 - S0) if odds else S0 / L0
     for L in range(L0, T):
         k = L + 1
         f = a[:, :k] / (a[:, :k] + (L * (1 - pc) - b[:, :k]))  # eq. (48), exact
@@ -189,7 +197,10 @@ def weak_frequency_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.nda
         mean_S += inc[:, :k].sum(1)
         dist[:, :k] -= inc[:, :k]
         dist[:, 1 : k + 1] += inc[:, :k]
-        out[:, L + 1] = mean_S / (L + 1)
+        if odds:  # S <= L at length L + 1: the strong token is in the prompt
+            out[:, L + 1] = dist[:, : L + 1] @ (S[: L + 1] / (L + 1 - S[: L + 1]))
+        else:
+            out[:, L + 1] = mean_S / (L + 1)
     return out
 
 
@@ -886,8 +897,6 @@ def explorer_chain(K: int, mode: str, *, seed: int, custom: str = "") -> torch.T
     Tensor
         ``(K, K)`` row-stochastic.
     """
-    from ..core.validation import check_choice
-
     mode = check_choice("mode", mode, ("random", "zero-diagonal", "custom"))
     if mode == "custom":
         try:
