@@ -33,6 +33,7 @@ __all__ = [
     "plot_loglog_fit",
     "plot_reference_levels",
     "plot_runs",
+    "plot_seed_losses",
     "use_book_style",
 ]
 
@@ -239,3 +240,31 @@ def plot_loglog_fit(
     grid = np.geomspace(xs.min(), xs.max(), 50)
     ax.loglog(grid, fit(grid), "-", color=c, alpha=0.8, label=f"slope {fit.slope:.2f}")
     return fit
+
+
+def plot_seed_losses(
+    ax: Axes,
+    steps: Any,
+    test_loss: Any,
+    levels: Mapping[str, float] | None = None,
+    *,
+    title: str = "",
+) -> None:
+    """Test loss of each seed against the step, with dashed reference levels.
+
+    The per-seed curves of Varre et al. (2025, Figs. 1, 3a) and Makkuva et al. (2024,
+    Figs. 1, 3a). ``test_loss``: ``(R, E)`` at ``steps`` (``(E,)``); ``levels``:
+    ``name -> loss`` (e.g. the ``levels`` a stored run keeps in ``shared``, or the entropy
+    rate and the unigram entropy of a Markov chain), drawn as dashed lines.
+    """
+    check_instance("ax", ax, Axes)
+    loss = as_tensor("test_loss", test_loss, ndim=2).numpy()  # (R, E)
+    x = as_tensor("steps", steps, ndim=1).numpy()  # (E,)
+    if loss.shape[1] != x.size:
+        raise ValueError(f"test_loss must be (R, {x.size}); got {loss.shape}")
+    for r in range(loss.shape[0]):
+        ax.plot(x, loss[r], color=PALETTE[r % 8], lw=1.3, label=f"seed {r}")
+    if levels:
+        grey = ["black", "#999999", "#666666", "#333333", "#111111"]
+        plot_reference_levels(ax, dict(levels), colors=grey)
+    ax.set(xlabel="training step", ylabel="test loss (nats)", title=title)

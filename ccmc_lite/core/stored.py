@@ -88,6 +88,17 @@ class StoredRun:
         """Indices of the runs whose settings equal every ``key=value`` given."""
         return SweepResult(self.sweep, self.arrays, self.shared, 0.0).select(**match)
 
+    def describe(self) -> str:
+        """What ran (runs, seed, settings), where and when, how long, and how to rerun it."""
+        p = self.provenance
+        return (
+            f"{self.name}: {self.sweep.n_runs} runs (sweep seed {self.sweep.seed}), "
+            f"settings {self.sweep.settings}\n"
+            f"trained {p['created']} on {p['machine']} ({p['device']}) in "
+            f"{p['wall_seconds']:.0f} s; ccmc_lite {p['package_version']}, torch "
+            f"{p['torch_version']}; regenerate with `{p['command']}`"
+        )
+
 
 def _encode(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     out = {}

@@ -14,22 +14,20 @@ batched program with the same package functions the chapter uses
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
-from matplotlib.axes import Axes
 from numpy.typing import ArrayLike
 
 from ..core.training import TrainConfig, train_runs
-from ..core.validation import as_tensor, check_float, check_instance, check_int, check_seed
+from ..core.validation import as_tensor, check_float, check_int, check_seed
 from .data import NGramTask
 from .models import SimplifiedTransformer, first_layer_attention
 from .plateaus import detect_stages, formation_step, label_stages, offset_attention
 from .stagewise import NGramStream, kgram_levels, make_eval_fn, make_loss_fn, make_test_set
 
-__all__ = ["PAPER_STAGEWISE", "plot_seed_losses", "stage_summary", "sweep_task"]
+__all__ = ["PAPER_STAGEWISE", "stage_summary", "sweep_task"]
 
 #: Settings of Varre et al. (2025), Sec. 5 ("Experimental Setup"), for :func:`sweep_task`.
 PAPER_STAGEWISE: dict[str, Any] = {
@@ -227,31 +225,3 @@ def stage_summary(
             }
         )
     return out
-
-
-def plot_seed_losses(
-    ax: Any,
-    steps: ArrayLike,
-    test_loss: ArrayLike,
-    levels: Mapping[str, float] | None = None,
-    *,
-    title: str = "",
-) -> None:
-    """Test loss of each seed against the step, with dashed reference levels (Figs. 1, 3a).
-
-    ``test_loss``: ``(R, E)`` at ``steps``; ``levels``: ``name -> loss`` (e.g. the
-    ``levels`` a stored run keeps in ``shared``), drawn as dashed lines.
-    """
-    from ..core import plotting
-
-    check_instance("ax", ax, Axes)
-    loss = as_tensor("test_loss", test_loss, ndim=2).numpy()
-    x = as_tensor("steps", steps, ndim=1).numpy()
-    if loss.shape[1] != x.size:
-        raise ValueError(f"test_loss must be (R, {x.size}); got {loss.shape}")
-    for r in range(loss.shape[0]):
-        ax.plot(x, loss[r], color=plotting.PALETTE[r % 8], lw=1.3, label=f"seed {r}")
-    if levels:
-        grey = ["black", "#999999", "#666666", "#333333", "#111111"]
-        plotting.plot_reference_levels(ax, dict(levels), colors=grey)
-    ax.set(xlabel="training step", ylabel="test loss (nats)", title=title)
