@@ -15,9 +15,14 @@ later in the same test session then renders from the cache instead of executing 
 chapter a second time. Chapters run with ``CCMC_BOOK_BUILD=1`` so that glued values reach
 the cache; student notebooks run without it, as a reader's notebook does.
 
-**Two kernels at a time.** :func:`notebook_results` executes the selected notebooks in a
-pool of :data:`KERNELS` kernels (each limited to one thread for torch and BLAS), longest
-first, and each test waits for its own notebook.
+**Two kernels at a time, from the start.** :func:`start_pool` (called by ``conftest.py``
+as soon as the tests are collected) executes the selected notebooks in a pool of
+:data:`KERNELS` kernels (each limited to one thread for torch and BLAS), longest first,
+while the unit tests run in the main process; each chapter test then waits for its own
+notebook (:func:`notebook_result`). Otherwise the unit-test phase, one process, would
+leave a core of a 2-core machine idle (``cold_ci_run_s`` in ``benchmarks/results.json``
+is the measured effect). ``CCMC_TEST_EARLY_POOL=0`` starts the pool at the first chapter
+test instead.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import venv
 from dataclasses import dataclass, field
@@ -162,7 +168,16 @@ def install_package(python: Path, *pip_args: str) -> None:
         )
 
 
+_READER_LOCK = threading.Lock()
+
+
 def ensure_reader_venv() -> Path:
+    """The reader's environment (thread-safe: the notebook pool and the tests share it)."""
+    with _READER_LOCK:
+        return _ensure_reader_venv()
+
+
+def _ensure_reader_venv() -> Path:
     """The reader's environment: ``pip install -c requirements/lock.txt <repo>`` + ipykernel.
 
     Created when missing or when the lock file, the declared dependencies or this Python
@@ -446,20 +461,29 @@ def _expected_seconds(kind: str, path: Path) -> float:
     return float(data.get(f"chapter_book_s[{rel(path)}]", 0.0) or 0.0)
 
 
-def notebook_result(kind: str, path: Path) -> ExecutedNotebook:
-    """The executed notebook ``(kind, path)``; starts the pool for every selected one."""
+def _run_job(kind: str, path: Path) -> ExecutedNotebook:
+    ensure_reader_venv()  # once (locked); the first job of the pool creates it
+    return _JOBS[kind](path)
+
+
+def start_pool(extra: tuple[str, Path] | None = None) -> None:
+    """Submit every selected notebook (and ``extra``) that is not yet queued, longest first."""
     global _EXECUTOR
+    if _EXECUTOR is None:
+        _EXECUTOR = concurrent.futures.ThreadPoolExecutor(KERNELS, "ccmc-kernel")
+    jobs = [k for k in SELECTED if k not in _POOL]
+    if extra is not None and extra not in _POOL and extra not in jobs:
+        jobs.append(extra)
+    jobs.sort(key=lambda k: -_expected_seconds(*k))  # longest first: shortest tail
+    for job in jobs:
+        _POOL[job] = _EXECUTOR.submit(_run_job, *job)
+
+
+def notebook_result(kind: str, path: Path) -> ExecutedNotebook:
+    """The executed notebook ``(kind, path)``; starts the pool if it is not running yet."""
     key = (kind, path)
     if key not in _POOL:
-        ensure_reader_venv()
-        if _EXECUTOR is None:
-            _EXECUTOR = concurrent.futures.ThreadPoolExecutor(KERNELS, "ccmc-kernel")
-        jobs = [k for k in SELECTED if k not in _POOL] or [key]
-        if key not in jobs:
-            jobs.append(key)
-        jobs.sort(key=lambda k: -_expected_seconds(*k))  # longest first: shortest tail
-        for job in jobs:
-            _POOL[job] = _EXECUTOR.submit(_JOBS[job[0]], job[1])
+        start_pool(extra=key)
     return _POOL[key].result()
 
 

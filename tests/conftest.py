@@ -4,8 +4,8 @@
   renders from the cache that the chapter tests (marker ``chapter``) fill. The minimum
   versions tests (marker ``floor``) run after the unit tests, before the chapters.
 * The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
-  selection are handed to ``book_tools``, whose pool executes them in the reader's
-  environment two kernels at a time.
+  selection are handed to ``book_tools``, whose pool starts executing them in the reader's
+  environment, two kernels at a time, right after collection, while the unit tests run.
 * Chapter run times are written to ``_build/chapter_timings.json`` for the benchmarks and
   the instructor page.
 """
@@ -64,6 +64,8 @@ def pytest_collection_finish(session):
         for kind in ("chapter", "student"):  # both parametrized on ``chapter``
             if item.get_closest_marker(kind) and isinstance(params.get("chapter"), Path):
                 book_tools.SELECTED.append((kind, params["chapter"]))
+    if book_tools.SELECTED and os.environ.get("CCMC_TEST_EARLY_POOL", "1") != "0":
+        book_tools.start_pool()  # the kernels work while the unit tests run
 
 
 def pytest_sessionfinish(session, exitstatus):
