@@ -13,6 +13,7 @@ import json
 import time
 
 import torch
+from profiling import top_ops
 from torch import nn
 
 from ccmc_lite.core import TrainConfig, train_runs
@@ -80,12 +81,19 @@ def trainer_ratio(n_runs: int = 64, steps: int = 40) -> dict[str, float]:
         progress=False,
     )
     looped_s = time.perf_counter() - start
+    short = TrainConfig(steps=5, lr=1e-3)
+    top = top_ops(
+        lambda: train_runs(
+            SmallAttention, _loss, _batch, n_runs=n_runs, config=short, seed=0, progress=False
+        )
+    )
     return {
         "trainer_runs": n_runs,
         "trainer_steps": steps,
         "trainer_batched_s": round(batched_s, 3),
         "trainer_looped_s": round(looped_s, 3),
         "trainer_speedup_batched_vs_loop": round(looped_s / batched_s, 2),
+        "trainer_batched_top_ops": top,
     }
 
 

@@ -20,6 +20,7 @@ import sys
 import time
 
 import torch
+from profiling import top_ops
 
 from ccmc_lite.core import TrainConfig, train_runs
 from ccmc_lite.ngram import NGramStream, NGramTask, SimplifiedTransformer, make_loss_fn, sample_urn
@@ -58,6 +59,7 @@ def run(quick: bool = False) -> dict:
     sample_urn(TASK, (n_seq,), generator=gen)
     sampling = time.perf_counter() - start
     steps_per_s = steps / one
+    top = top_ops(lambda: _train(seeds, 20, True))
     return {
         "part3_steps_timed": steps,
         "part3_single_run_steps_per_s": round(steps_per_s, 2),
@@ -68,6 +70,7 @@ def run(quick: bool = False) -> dict:
         "part3_batched_vs_looped_speedup": round(looped / batched, 2),
         "part3_batched_seed_steps_per_s": round(seeds * steps / batched, 2),
         "part3_urn_sampler_sequences_per_s": round(n_seq / sampling, 0),
+        "part3_batched_top_ops": top,
         "part3_threads": torch.get_num_threads(),
     }
 

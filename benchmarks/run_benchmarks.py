@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Run every benchmark in one process and write the numbers to ``benchmarks/results.json``.
 
-    python3 dev.py bench            # all bench_*.py modules + the cold build/test timing
-    python3 dev.py bench --quick    # shorter runs, no cold build/test
-    python3 dev.py bench --no-cold  # full benchmarks, skip the cold build/test
-    python3 dev.py bench --cold-only  # only the cold build/test (and per-chapter times)
+    python3 dev.py bench            # all bench_*.py modules, then the cold CI run
+    python3 dev.py bench --quick    # shorter runs, no cold CI run
+    python3 dev.py bench --no-cold  # full benchmarks, skip the cold CI run
+    python3 dev.py bench --cold-only  # only the cold CI run (and per-chapter times)
 
 Each ``bench_<name>.py`` module exposes ``run(quick: bool) -> dict`` of named numbers.
-The cold measurement clones the repository into a temporary folder and times, there,
-``python3 dev.py env`` (environment from the lock file), ``python3 dev.py book`` (empty
-execution cache: every chapter executes) and ``python3 dev.py test`` (the whole suite).
+The cold measurement clones the repository into a temporary folder and times ``.ci/run``
+there, exactly as CI runs it: the environment from the lock file, the reader's
+environment, every chapter executed (empty cache), the ``-W`` book build and every test.
+One run of the script (without flags) writes every figure of issue 13's table — the three
+batched-vs-loop ratios, the Part II paper step against this machine's limit and the cold
+CI time — into ``benchmarks/results.json`` together.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,23 +47,23 @@ def _timed(cmd: list[str], cwd: Path) -> float:
     return round(time.perf_counter() - start, 1)
 
 
-def cold_build_and_test() -> dict[str, float]:
-    """Fresh clone: environment, cold book build, whole test suite."""
+def cold_ci_run() -> dict[str, object]:
+    """Fresh clone: time ``.ci/run`` there, as CI runs it (environment, book, every test)."""
     with tempfile.TemporaryDirectory(prefix="ccmc-cold-") as tmp:
         clone = Path(tmp) / "fresh"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        py = sys.executable if sys.version_info >= (3, 10) else "python3"
-        env_s = _timed([py, "dev.py", "env"], clone)
-        book_s = _timed([py, "dev.py", "book"], clone)
-        test_s = _timed([py, "dev.py", "test"], clone)
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True
+        ).stdout.strip()
+        ci_s = _timed(["bash", ".ci/run"], clone)
         timings = {}
         tfile = clone / "_build" / "chapter_timings.json"
         if tfile.exists():
             timings = json.loads(tfile.read_text())
-    out = {
-        "cold_env_s": env_s,
-        "cold_book_build_s": book_s,
-        "cold_test_suite_s": test_s,
+    out: dict[str, object] = {
+        "cold_ci_run_s": ci_s,
+        "cold_ci_run_min": round(ci_s / 60, 1),
+        "cold_ci_commit": commit,
     }
     for chapter, seconds in sorted(timings.items()):  # book profile, from the chapter tests
         out[f"chapter_book_s[{chapter}]"] = seconds
@@ -97,7 +99,7 @@ def main() -> None:
         results.update({f"{name}.{k}": v for k, v in numbers.items()})
         results[f"{name}.wall_s"] = round(time.perf_counter() - start, 1)
     if not (args.quick or args.no_cold or only):
-        results.update(cold_build_and_test())
+        results.update(cold_ci_run())
     old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     old.update(results)
     RESULTS.write_text(json.dumps(old, indent=2) + "\n")
