@@ -57,28 +57,52 @@ def _stagewise(name: str, n: int, source: str, estimate: str, T: int = 32) -> Ex
     )
 
 
+#: Makkuva et al. (2024), Table 2 (workshop version): N = 1024, batch 16, d = 4, 8000
+#: iterations, AdamW(0.9, 0.95), lr 1e-3, weight decay 1e-3, cosine schedule
+#: (:func:`ccmc_lite.markov.markov_config`); test loss every 200 steps.
+TABLE2 = {
+    "K": 2,
+    "d": 4,
+    "N": 1024,
+    "batch": 16,
+    "steps": 8000,
+    "lr": 1e-3,
+    "tied": True,
+    "depth": 1,
+    "weight_decay": 1e-3,
+    "eval_every": 200,
+}
+
+
 def _markov(
-    name: str, cells: list[tuple[float, float]], tied: bool, depth: int, estimate: str
+    name: str,
+    cells: list[tuple[float, float]],
+    tied: bool,
+    depth: int,
+    estimate: str,
+    source: str = "Makkuva et al. 2024, Fig. 4 at the settings of Table 2",
 ) -> Experiment:
-    # Makkuva et al. (2024), Table 2 (workshop version): N = 1024, batch 16, d = 4,
-    # 8000 iterations, AdamW(0.9, 0.95), lr 1e-3, weight decay 1e-3, cosine schedule
-    # (ccmc_lite.markov.markov_config).
-    settings = {
-        "K": 2,
-        "d": 4,
-        "N": 1024,
-        "batch": 16,
-        "steps": 8000,
-        "lr": 1e-3,
-        "tied": tied,
-        "depth": depth,
-        "weight_decay": 1e-3,
-        "eval_every": 200,
-    }
+    settings = {**TABLE2, "tied": tied, "depth": depth}
     runs = [{"p": p, "q": q, "seed_index": s} for p, q in cells for s in range(3)]
+    return _markov_sweep(name, settings, runs, source, estimate)
+
+
+def _multistate(name: str, ps: list[float], tied: bool, estimate: str) -> Experiment:
+    # Makkuva et al. (2024, long version), Sec. 4.3 and Fig. 5: the five-state symmetric
+    # chain (switch with probability p to one of the K - 1 other states), tied and untied,
+    # at the settings of Table 2 with d = 8 >= K (as the book's chapter).
+    settings = {**TABLE2, "K": 5, "d": 8, "tied": tied}
+    runs = [{"p": p, "seed_index": 0} for p in ps]
+    source = "Makkuva et al. 2024 (long version), Sec. 4.3, Fig. 5 (K = 5)"
+    return _markov_sweep(name, settings, runs, source, estimate)
+
+
+def _markov_sweep(
+    name: str, settings: dict, runs: list[dict], source: str, estimate: str
+) -> Experiment:
     return Experiment(
         Sweep(name, "ccmc_lite.markov.runs:sweep_task", settings, runs, seed=0),
-        "Makkuva et al. 2024, Table 2",
+        source,
         estimate,
         default=False,
         shard_size=3,
@@ -113,8 +137,32 @@ EXPERIMENTS: dict[str, Experiment] = {
             [(0.2, 0.3), (0.5, 0.8), (0.7, 0.9)],
             tied=True,
             depth=1,
-            estimate="not run here: measured 144 ms per batched step of a 3-run shard on one "
-            "core (2-core machine shared with other jobs), so 3 shards x 8000 steps take ~58 min",
+            estimate="measured: 100 min wall on a 2-core machine shared with 2 other runs; "
+            "the last shard, alone on a core, 21 min (3 shards of 3 runs, 8000 steps each)",
+        ),
+        _markov(
+            "p2_depth_paper",
+            [(0.5, 0.8)],
+            tied=True,
+            depth=2,
+            estimate="measured: 42 min of one core (77 min wall, sharing 2 cores with 2 "
+            "other runs); one shard of 3 two-layer runs, 8000 steps",
+            source="Makkuva et al. 2024, Fig. 1 (depth 2 at p = 0.5, q = 0.8; depth 1 is "
+            "the same cell of p2_fig4_paper)",
+        ),
+        _multistate(
+            "p2_multistate_tied_paper",
+            [0.7, 0.9],
+            tied=True,
+            estimate="measured: about 20 min of one core (43 min wall on a shared 2-core "
+            "machine); 2 runs, 8000 steps",
+        ),
+        _multistate(
+            "p2_multistate_untied_paper",
+            [0.7, 0.9],
+            tied=False,
+            estimate="measured: about 16 min of one core (27 min wall on a shared 2-core "
+            "machine); 2 runs, 8000 steps",
         ),
     )
 }

@@ -19,13 +19,14 @@ import numpy as np
 import pytest
 import torch
 
-from ccmc_lite import ngram
+from ccmc_lite import ngram, plotting
 from ccmc_lite.core import PROVENANCE_KEYS, Sweep, load_stored, run_sweep, stored_names
 from ccmc_lite.core.stored import _machine
 from ccmc_lite.ngram.runs import PAPER_STAGEWISE
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "ccmc_lite.ngram.runs:sweep_task"
+MARKOV_TASK = "ccmc_lite.markov.runs:sweep_task"
 TINY = dict(S=3, n=3, T=8, alpha=0.5, heads=2, steps=8, lr=0.01, batch=4, test_sequences=16)
 PREFIX = 20  # training steps re-run from the stored file
 
@@ -106,10 +107,10 @@ def test_stage_summary_and_plot_read_a_sweep_result(tiny):
             a["test_loss"], sh["eval_steps"], sh["checkpoint_steps"], a["test_loss"]
         )
     fig, ax = plt.subplots()
-    ngram.plot_seed_losses(ax, sh["eval_steps"], a["test_loss"], sh["levels"], title="tiny")
+    plotting.plot_seed_losses(ax, sh["eval_steps"], a["test_loss"], sh["levels"], title="tiny")
     assert len(ax.get_lines()) == 3 + len(sh["levels"])
     with pytest.raises(ValueError, match="test_loss must be"):
-        ngram.plot_seed_losses(ax, [0, 1], a["test_loss"])
+        plotting.plot_seed_losses(ax, [0, 1], a["test_loss"])
     plt.close(fig)
 
 
@@ -143,9 +144,10 @@ def test_paper_settings_are_the_papers():
 # --- the stored files ------------------------------------------------------------------
 
 
-def test_the_stagewise_run_is_stored(declared):
-    assert "p3_stagewise_paper" in stored_names()
-    assert set(stored_names()) <= set(declared)
+def test_every_declared_experiment_is_stored(declared):
+    # every training chapter of Parts II and III shows one of these at the paper's settings
+    assert set(stored_names()) == set(declared)
+    assert {name.split("_")[0] for name in declared} == {"p2", "p3"}
 
 
 @pytest.mark.parametrize("name", stored_names())
@@ -167,18 +169,29 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
         assert T in (32, 128)  # Sec. 5 and Figs. 1, 3, 5; Fig. 6 (L = 128)
         paper = {**PAPER_STAGEWISE, "n": n, "heads": n - 1, "T": T}
         assert {k: stored.sweep.settings[k] for k in paper} == paper
+    else:  # Makkuva et al. (2024), Table 2: fixed values and the grid-searched ranges
+        st = stored.sweep.settings
+        assert sweep.task == MARKOV_TASK
+        assert (st["steps"], st["lr"], st["weight_decay"]) == (8000, 1e-3, 1e-3)
+        assert st["N"] in (512, 1024, 2048) and st["batch"] in (16, 50)
+        assert st["d"] in (4, 8, 16, 32, 64) and 1 <= st["depth"] <= 6
+        for key in ("test_loss", "gap", "entropy_rate", "unigram_entropy"):
+            assert key in stored.arrays, key
+        assert stored.shared["eval_steps"][-1] == st["steps"]
 
 
-def test_a_prefix_of_the_stored_stagewise_run_reproduces():
-    stored = load_stored("p3_stagewise_paper")
-    head = stored.arrays["train_loss_head"]
-    assert head.shape[1] >= PREFIX
+@pytest.mark.parametrize("name", ["p3_stagewise_paper", "p2_fig4_paper"])
+def test_a_prefix_of_a_stored_run_reproduces(name, declared):
+    stored = load_stored(name)
     s = stored.sweep
+    shard = declared[name].shard_size or s.n_runs  # the first shard, as the script ran it
+    head = stored.arrays["train_loss_head"][:shard]
+    assert head.shape[1] >= PREFIX
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the script ran it
     try:
         again = run_sweep(
-            Sweep(s.name, s.task, {**s.settings, "stop_after": PREFIX}, s.runs, s.seed)
+            Sweep(s.name, s.task, {**s.settings, "stop_after": PREFIX}, s.runs[:shard], s.seed)
         )
     finally:
         torch.set_num_threads(threads)
