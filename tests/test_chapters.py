@@ -47,7 +47,7 @@ def test_chapter_list_is_not_empty():
 
 
 GLUE_KEY = re.compile(r"""\bglue\(\s*f?(["'])(.*?)\1""")
-KEY_STYLE = re.compile(r"^(p[1-3]c\d|cl)_(?:[A-Za-z0-9_]|\{[^}]*\})+$")  # {...}: f-string parts
+KEY_STYLE = re.compile(r"^(p[1-3]c\d|cl|run)_(?:[A-Za-z0-9_]|\{[^}]*\})+$")  # {...}: f-string parts
 
 
 @pytest.mark.parametrize(
