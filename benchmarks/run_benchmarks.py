@@ -72,6 +72,12 @@ def cold_ci_run() -> dict[str, object]:
     return out
 
 
+def _write(results: dict[str, object]) -> None:
+    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    old.update(results)
+    RESULTS.write_text(json.dumps(old, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short runs, no cold build")
@@ -98,11 +104,15 @@ def main() -> None:
         numbers = _load(path).run(quick=args.quick)
         results.update({f"{name}.{k}": v for k, v in numbers.items()})
         results[f"{name}.wall_s"] = round(time.perf_counter() - start, 1)
+    _write(results)  # the benchmarks are kept even if the cold run below fails
     if not (args.quick or args.no_cold or only):
-        results.update(cold_ci_run())
-    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    old.update(results)
-    RESULTS.write_text(json.dumps(old, indent=2) + "\n")
+        try:
+            results.update(cold_ci_run())
+        except subprocess.CalledProcessError:
+            results["cold_ci_run_s"] = "failed"
+            _write(results)
+            raise
+        _write(results)
     print(json.dumps(results, indent=2))
     print(f"[bench] wrote {RESULTS.relative_to(ROOT)}")
 

@@ -159,10 +159,10 @@ def weak_frequency_exact(
         Number of generated tokens ``T``.
     prompt : sequence of int
         Initial prompt over ``{0, 1}`` containing both tokens (token 1 is the weak one).
-    statistic : {"frequency", "odds"}
-        ``"frequency"``: :math:`\\mathbb E[m_1] = \\mathbb E[S/L]`; ``"odds"``:
-        :math:`\\mathbb E[m_1/m_0] = \\mathbb E[S/(L-S)]`, the quantity of eqs. (52)–(53)
-        (the strong token occurs at least once, so ``L - S >= 1``).
+    statistic : str
+        ``"frequency"`` (default): :math:`\\mathbb E[m_1] = \\mathbb E[S/L]`.
+        ``"odds"``: :math:`\\mathbb E[m_1/m_0] = \\mathbb E[S/(L-S)]`, the quantity of
+        eqs. (52)–(53) (the strong token occurs at least once, so ``L - S >= 1``).
 
     Returns
     -------
