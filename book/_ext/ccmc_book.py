@@ -183,8 +183,8 @@ class ChapterOverview(SphinxDirective):
         lines += [
             "",
             f"Book profile measured {results.get('chapter_book_date', '?')}; paper profile "
-            f"measured {results.get('chapter_paper_date', '?')} (each chapter stopped after "
-            f"{results.get('chapter_paper_cap_s', '?')} s).",
+            f"measured {results.get('chapter_paper_date', '?')} "
+            f"({results.get('chapter_paper_cap_s', '?')}).",
         ]
         container = nodes.container(classes=["ccmc-chapter-overview"])
         self.state.nested_parse(StringList(lines, source=self.env.docname), 0, container)
