@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .devices import resolve_device
-from .validation import check_float, check_int, check_seed, check_size
+from .validation import check_float, check_instance, check_int, check_seed, check_size
 
 __all__ = ["Shard", "Sweep", "SweepResult", "makespan", "run_shard", "run_sweep"]
 
@@ -104,6 +104,16 @@ class Shard:
     @property
     def n_runs(self) -> int:
         return len(self.runs)
+
+
+def _check_task_args(settings: Any, runs: Any, first_run: Any) -> int:
+    """The checks every sweep task makes of its protocol arguments; returns ``first_run``."""
+    check_instance("settings", settings, Mapping)
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
+    if not runs:
+        raise ValueError("runs must be a non-empty list of per-run records")
+    return check_int("first_run", first_run, minimum=0)
 
 
 def run_shard(shard: Shard) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from matplotlib.axes import Axes
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
+from ..core.sweeps import _check_task_args
 from ..core.training import TrainConfig, TrainResult, train_runs
 from ..core.validation import (
     DEFAULT_LIMITS,
@@ -507,10 +508,7 @@ def sweep_task(
     ``entropy_rate`` and ``unigram_entropy`` of the kernel, ``train_loss_head`` (the first
     ``head`` training losses, for reproduction checks); ``shared["eval_steps"]``.
     """
-    check_instance("settings", settings, Mapping)
-    if not isinstance(runs, Sequence) or isinstance(runs, str) or not runs:
-        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
-    first_run = check_int("first_run", first_run, minimum=0)
+    first_run = _check_task_args(settings, runs, first_run)
     K = check_size("settings['K']", settings.get("K", 2), minimum=2, limit=DEFAULT_LIMITS["vocab"])
     if K == 2:
         kernels = torch.stack([binary_kernel(r["p"], r["q"]) for r in runs])

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
+from ..core.sweeps import _check_task_args
 from ..core.training import TrainConfig, train_runs
 from ..core.validation import as_tensor, check_float, check_int, check_seed
 from .data import NGramTask
@@ -93,14 +94,10 @@ def sweep_task(
     per-seed maps). ``shared``: ``eval_steps``, ``checkpoint_steps`` and the k-gram
     reference ``levels`` (add-``α``) on the test set.
     """
-    if not isinstance(settings, dict):
-        raise TypeError(f"settings must be a dict; got {type(settings).__name__}")
+    first_run = _check_task_args(settings, runs, first_run)
     unknown = sorted(set(settings) - _KNOWN)
     if unknown:
         raise ValueError(f"unknown settings {unknown}; known: {sorted(_KNOWN)}")
-    if not isinstance(runs, list) or not runs:
-        raise ValueError("runs must be a non-empty list of per-run records")
-    first_run = check_int("first_run", first_run, minimum=0)
     S = check_int("settings['S']", settings["S"], minimum=2)
     n = check_int("settings['n']", settings["n"], minimum=2)
     T = check_int("settings['T']", settings["T"], minimum=n)
