@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ccmc_lite.core import Sweep, run_sweep, save_stored
-from ccmc_lite.ngram.runs import PAPER_STAGEWISE
+from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "ccmc_lite" / "data" / "paper_runs"
@@ -55,6 +55,37 @@ def _stagewise(name: str, n: int, source: str, estimate: str, T: int = 32) -> Ex
     return Experiment(
         Sweep(name, "ccmc_lite.ngram.runs:sweep_task", settings, runs, seed=0), source, estimate
     )
+
+
+def _attention_only(embedding: str, estimate: str) -> Experiment:
+    # Varre et al. (2025), App. I.1 (Fig. 4): three seeds, the chapter's seed and test set.
+    settings = {**PAPER_ATTENTION_ONLY, "embedding": embedding}
+    runs = [{"run": r} for r in range(3)]
+    task = "ccmc_lite.ngram.runs:attention_only_task"
+    name = f"p3_attention_only_{embedding}_paper"
+    source = f"Varre et al. 2025, App. I.1, Fig. 4 ({embedding} embeddings)"
+    return Experiment(Sweep(name, task, settings, runs, seed=1), source, estimate)
+
+
+def _plateau(estimate: str) -> Experiment:
+    # The book's own (T, alpha) sweep (Part III, ch. 5) at the settings of Sec. 5: 5 seeds
+    # per cell, 2^14 steps, Adam lr 0.01, batch 128; one knob varied at a time around
+    # T = 32, alpha = 0.5; all runs in one batched program of T_max = 64 positions.
+    cells = [(16, 0.5), (32, 0.5), (64, 0.5), (32, 0.25), (32, 1.0)]
+    runs = [{"T": T, "alpha": a, "seed_index": s} for T, a in cells for s in range(5)]
+    settings = {
+        "S": 5,
+        "n": 3,
+        "T": 64,
+        "heads": 2,
+        "steps": 2**14,
+        "lr": 0.01,
+        "batch": 128,
+        "checkpoint_every": 128,
+    }
+    sweep = Sweep("p3_plateau_paper", "ccmc_lite.ngram.runs:plateau_task", settings, runs, seed=3)
+    source = "book, Part III ch. 5 (T and alpha against plateau length) at Sec. 5's settings"
+    return Experiment(sweep, source, estimate)
 
 
 #: Makkuva et al. (2024), Table 2 (workshop version): N = 1024, batch 16, d = 4, 8000
@@ -131,6 +162,19 @@ EXPERIMENTS: dict[str, Experiment] = {
             "Varre et al. 2025, Fig. 6 (S = 5, L = 128, 3-gram; other settings of Sec. 5)",
             "about 4 min on one core",
             T=128,
+        ),
+        _attention_only(
+            "onehot",
+            "measured: 17 min wall on a 2-core machine shared with another run (3 seeds "
+            "batched, 4096 steps, 65 test evaluations on 2^16 sequences)",
+        ),
+        _attention_only(
+            "learned",
+            "measured: 14 min wall on a 2-core machine, partly shared with another run",
+        ),
+        _plateau(
+            "measured: 9 min wall on a 2-core machine shared with two other jobs (25 runs "
+            "batched, 2^14 steps)"
         ),
         _markov(
             "p2_fig4_paper",

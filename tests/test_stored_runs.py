@@ -22,7 +22,7 @@ import torch
 from ccmc_lite import ngram, plotting
 from ccmc_lite.core import PROVENANCE_KEYS, Sweep, load_stored, run_sweep, stored_names
 from ccmc_lite.core.stored import _machine
-from ccmc_lite.ngram.runs import PAPER_STAGEWISE
+from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "ccmc_lite.ngram.runs:sweep_task"
@@ -134,6 +134,84 @@ def test_sweep_task_rejects_empty_runs():
         ngram.sweep_task(dict(TINY), [], first_run=0, seed=0)
 
 
+# --- the attention-only (App. I.1) and plateau-sweep tasks -----------------------------
+
+TINY_AO = dict(
+    S=3, n=3, T=8, alpha=1.0, heads=[2, 1], embedding="onehot", steps=16, lr=0.005,
+    weight_decay=1e-4, batch=4, test_sequences=16, eval_every=4, map_sequences=8,
+)  # fmt: skip
+TINY_PL = dict(S=3, n=3, T=8, heads=2, steps=8, lr=0.01, batch=4, checkpoint_every=4)
+PL_RUNS = [{"T": 4, "alpha": 0.5}, {"T": 8, "alpha": 0.5}, {"T": 8, "alpha": 2.0}]
+
+
+@pytest.mark.parametrize("embedding", ["onehot", "learned"])
+def test_attention_only_task_shapes_maps_and_determinism(embedding):
+    sweep = Sweep("ao", "ccmc_lite.ngram.runs:attention_only_task",
+                  {**TINY_AO, "embedding": embedding}, [{"run": 0}, {"run": 1}], 1)  # fmt: skip
+    a, b = run_sweep(sweep), run_sweep(sweep)
+    assert a.shared["checkpoint_steps"] == list(range(0, 17))
+    assert a.shared["map_steps"] == [1, 4, 16]
+    shapes = {k: v.shape for k, v in a.arrays.items()}
+    assert shapes == {
+        "train_loss_head": (2, 16),
+        "train_loss_avg": (2, 4),
+        "grad_norm_avg": (2, 4),
+        "test_loss": (2, 5),
+        "offset_weight": (2, 17, 2, 2),
+        "maps": (2, 3, 2, 8, 8),
+    }
+    for key, value in a.arrays.items():
+        np.testing.assert_array_equal(b.arrays[key], value, err_msg=key)
+    maps = a.arrays["maps"]
+    np.testing.assert_allclose(maps.sum(-1), 1.0, atol=5e-4)  # rounded to 4 decimals
+    assert np.all(np.triu(maps, 1) == 0)  # causal
+    # the stored offset weights are the diagonals of the same maps
+    ow = a.arrays["offset_weight"][:, -1, :, 0]
+    diag = np.diagonal(maps[:, -1], offset=-1, axis1=-2, axis2=-1)[..., :-1].mean(-1)
+    np.testing.assert_allclose(ow, diag, atol=1e-4)
+    # the test loss starts at log S: the read-out W starts at zero
+    np.testing.assert_allclose(a.arrays["test_loss"][:, 0], np.log(3), rtol=1e-6)
+
+
+def test_plateau_task_reads_attention_up_to_each_runs_length():
+    sweep = Sweep("pl", "ccmc_lite.ngram.runs:plateau_task", TINY_PL, PL_RUNS, 3)
+    a = run_sweep(sweep)
+    assert a.shared["checkpoint_steps"] == [0, 4, 8]
+    assert {k: v.shape for k, v in a.arrays.items()} == {
+        "train_loss_head": (3, 8),
+        "train_loss_avg": (3, 2),
+        "grad_norm_avg": (3, 2),
+        "offset_weight": (3, 3, 2, 2),
+    }
+    # A1 starts at zero: uniform attention over rows t = 1 .. L-2 of each run's own length L
+    w0 = a.arrays["offset_weight"][:, 0, 0, 0]
+    expected = [np.mean([1 / (t + 1) for t in range(1, L - 1)]) for L in (4, 8, 8)]
+    np.testing.assert_allclose(w0, expected, rtol=1e-6)  # float32 softmax
+    # the prefix reproduces the head of the full run, and sharding changes no run
+    prefix = run_sweep(Sweep("pl", sweep.task, {**TINY_PL, "stop_after": 3}, PL_RUNS, 3))
+    np.testing.assert_array_equal(
+        prefix.arrays["train_loss_head"], a.arrays["train_loss_head"][:, :3]
+    )
+
+
+@pytest.mark.parametrize(
+    "task, settings, runs, error, match",
+    [
+        ("attention_only_task", {**TINY_AO, "width": 3}, [{}], ValueError, "unknown settings"),
+        ("attention_only_task", {**TINY_AO, "heads": 2}, [{}], TypeError, "settings\\['heads'\\]"),
+        ("attention_only_task", {**TINY_AO, "embedding": "x"}, [{}], ValueError, "embedding"),
+        ("attention_only_task", {**TINY_AO, "steps": 8}, [{}], ValueError, "settings\\['steps'\\]"),
+        ("plateau_task", TINY_PL, [{"T": 9, "alpha": 0.5}], ValueError, "runs\\[0\\]\\['T'\\]"),
+        ("plateau_task", TINY_PL, [{"T": 8}], ValueError, "must give the run's 'T' and 'alpha'"),
+        ("plateau_task", TINY_PL, [{"T": 8, "alpha": 0.0}], ValueError, "alpha"),
+        ("plateau_task", TINY_PL, [], ValueError, "runs must be a non-empty list"),
+    ],
+)  # fmt: skip
+def test_part3_tasks_reject_bad_arguments(task, settings, runs, error, match):
+    with pytest.raises(error, match=match):
+        getattr(ngram, task)(settings, runs, first_run=0, seed=0)
+
+
 def test_paper_settings_are_the_papers():
     # Varre et al. (2025), Sec. 5, "Experimental Setup"
     assert PAPER_STAGEWISE == dict(
@@ -169,6 +247,19 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
         assert T in (32, 128)  # Sec. 5 and Figs. 1, 3, 5; Fig. 6 (L = 128)
         paper = {**PAPER_STAGEWISE, "n": n, "heads": n - 1, "T": T}
         assert {k: stored.sweep.settings[k] for k in paper} == paper
+    elif sweep.task.endswith(":attention_only_task"):  # App. I.1 as the chapter runs it
+        st = stored.sweep.settings
+        assert {k: st[k] for k in PAPER_ATTENTION_ONLY if k != "embedding"} == {
+            k: v for k, v in PAPER_ATTENTION_ONLY.items() if k != "embedding"
+        }
+        assert stored.arrays["maps"].shape[1:] == (3, st["heads"][0], st["T"], st["T"])
+        assert stored.shared["eval_steps"][-1] == st["steps"]
+    elif sweep.task.endswith(":plateau_task"):  # Sec. 5's optimiser, steps and batch
+        st = stored.sweep.settings
+        assert (st["S"], st["n"], st["heads"]) == (5, 3, 2)
+        assert (st["steps"], st["lr"], st["batch"]) == (2**14, 0.01, 128)
+        assert {(r["T"], r["alpha"]) for r in sweep.runs} >= {(32, 0.5)}
+        assert stored.shared["checkpoint_steps"][-1] == st["steps"]
     else:  # Makkuva et al. (2024), Table 2: fixed values and the grid-searched ranges
         st = stored.sweep.settings
         assert sweep.task == MARKOV_TASK

@@ -1,4 +1,4 @@
-"""The stage-wise experiment as a sweep task, for runs stored at the paper's settings.
+"""The Part III experiments as sweep tasks, for runs stored at the paper's settings.
 
 Varre, Yüce & Flammarion (2025, Sec. 5) train the simplified two-layer transformer
 (Sec. 2.3, eqs. (2)-(3) and (9)) on in-context n-grams: ``S = 5``, ``n = 3``, ``T = 32``,
@@ -10,11 +10,14 @@ batched program with the same package functions the chapter uses
 (:class:`~ccmc_lite.ngram.SimplifiedTransformer`, :class:`~ccmc_lite.ngram.NGramStream`,
 :func:`~ccmc_lite.ngram.make_loss_fn`, :func:`~ccmc_lite.core.train_runs`), so that
 :class:`ccmc_lite.core.Sweep` can run and :func:`ccmc_lite.core.save_stored` can store it.
+:func:`~ccmc_lite.ngram.attention_only_task` does the same for the general attention-only
+transformer of App. I.1 (Fig. 4) and :func:`~ccmc_lite.ngram.plateau_task` for the book's
+``(T, α)`` plateau-length sweep, in which every run has its own length and prior.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -22,13 +25,27 @@ from numpy.typing import ArrayLike
 
 from ..core.sweeps import _check_task_args
 from ..core.training import TrainConfig, train_runs
-from ..core.validation import as_tensor, check_float, check_int, check_seed
+from ..core.validation import (
+    as_tensor,
+    check_choice,
+    check_float,
+    check_instance,
+    check_int,
+    check_seed,
+)
 from .data import NGramTask
-from .models import SimplifiedTransformer, first_layer_attention
+from .models import AttentionOnlyTransformer, SimplifiedTransformer, first_layer_attention
 from .plateaus import detect_stages, formation_step, label_stages, offset_attention
 from .stagewise import NGramStream, kgram_levels, make_eval_fn, make_loss_fn, make_test_set
 
-__all__ = ["PAPER_STAGEWISE", "stage_summary", "sweep_task"]
+__all__ = [
+    "PAPER_ATTENTION_ONLY",
+    "PAPER_STAGEWISE",
+    "attention_only_task",
+    "plateau_task",
+    "stage_summary",
+    "sweep_task",
+]
 
 #: Settings of Varre et al. (2025), Sec. 5 ("Experimental Setup"), for :func:`sweep_task`.
 PAPER_STAGEWISE: dict[str, Any] = {
@@ -95,9 +112,7 @@ def sweep_task(
     reference ``levels`` (add-``α``) on the test set.
     """
     first_run = _check_task_args(settings, runs, first_run)
-    unknown = sorted(set(settings) - _KNOWN)
-    if unknown:
-        raise ValueError(f"unknown settings {unknown}; known: {sorted(_KNOWN)}")
+    _check_known(settings, _KNOWN)
     S = check_int("settings['S']", settings["S"], minimum=2)
     n = check_int("settings['n']", settings["n"], minimum=2)
     T = check_int("settings['T']", settings["T"], minimum=n)
@@ -146,15 +161,9 @@ def sweep_task(
         first_run=first_run,
         stop_after=stop_after,
     )
-    loss = result.loss.double()
-    out: dict[str, Any] = {"train_loss_head": loss[:, : min(head, loss.shape[1])].numpy()}
+    out = _loss_summary(result, head, None if prefix else eval_every)
     if prefix:
         return out
-    R = len(runs)
-    E = steps // eval_every  # complete evaluation intervals
-    grad = result.grad_norm.double()
-    out["train_loss_avg"] = loss[:, : E * eval_every].reshape(R, E, eval_every).mean(-1).numpy()
-    out["grad_norm_avg"] = grad[:, : E * eval_every].reshape(R, E, eval_every).mean(-1).numpy()
     out["test_loss"] = result.evals["test_loss"].double().numpy()
     ck_steps = sorted(result.checkpoints)
     A1 = torch.stack([result.checkpoints[s]["A1"] for s in ck_steps], dim=1)  # (R, C, H, T, T)
@@ -167,6 +176,267 @@ def sweep_task(
         "checkpoint_steps": [int(s) for s in ck_steps],
         "levels": levels,
     }
+    return out
+
+
+def _loss_summary(result: Any, head: int, every: int | None) -> dict[str, Any]:
+    """``train_loss_head`` ``(R, head)`` and, unless ``every`` is ``None``, the mean training
+    loss and gradient norm over each complete interval of ``every`` steps ``(R, E)``."""
+    loss = result.loss.double()  # (R, steps)
+    out: dict[str, Any] = {"train_loss_head": loss[:, : min(head, loss.shape[1])].numpy()}
+    if every is None:
+        return out
+    R, E = loss.shape[0], loss.shape[1] // every  # complete intervals
+    grad = result.grad_norm.double()
+    out["train_loss_avg"] = loss[:, : E * every].reshape(R, E, every).mean(-1).numpy()
+    out["grad_norm_avg"] = grad[:, : E * every].reshape(R, E, every).mean(-1).numpy()
+    return out
+
+
+def _check_known(settings: Any, known: set[str]) -> None:
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError(f"unknown settings {unknown}; known: {sorted(known)}")
+
+
+def _offset_weights(att: torch.Tensor, n: int, lengths: list[int] | None = None) -> np.ndarray:
+    """Weight on the ``(-o)``-token, ``o = 1..n-1``, of attention maps ``(R, C, H, T, T)``.
+
+    Averaged over query rows ``t = o .. L-2`` (``L``: each run's own length, default ``T``),
+    as :func:`~ccmc_lite.ngram.offset_attention`; returns ``(R, C, H, n - 1)``.
+    """
+    att = att.double()
+    R, T = att.shape[0], att.shape[-1]
+    out = np.zeros((*att.shape[:3], n - 1))
+    for r in range(R):
+        L = T if lengths is None else lengths[r]
+        for o in range(1, n):
+            rows = torch.arange(o, L - 1)
+            out[r, ..., o - 1] = att[r][..., rows, rows - o].mean(-1).numpy()
+    return out
+
+
+#: Settings of Varre et al. (2025), App. I.1 (Fig. 4), as the book's chapter runs them:
+#: ``S = 3``, ``n = 3``, ``T = 32``, ``α = 1``, heads ``(2, 1)``, AdamW with learning rate
+#: 0.005 and weight decay ``1e-4``, batch 128, 4096 steps, test loss on ``2^16`` sequences.
+PAPER_ATTENTION_ONLY: dict[str, Any] = {
+    "S": 3,
+    "n": 3,
+    "T": 32,
+    "alpha": 1.0,
+    "heads": [2, 1],
+    "embedding": "onehot",
+    "steps": 4096,
+    "lr": 0.005,
+    "weight_decay": 1e-4,
+    "batch": 128,
+    "test_sequences": 2**16,
+}
+
+_KNOWN_ATTENTION_ONLY = {
+    *PAPER_ATTENTION_ONLY,
+    "test_seed",
+    "eval_every",
+    "checkpoint_every",
+    "map_sequences",
+    "head",
+    "stop_after",
+}
+
+
+def attention_only_task(
+    settings: dict[str, Any],
+    runs: list[dict[str, Any]],
+    *,
+    first_run: int,
+    seed: int,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Train seeds of the attention-only transformer of App. I.1 (a :class:`~ccmc_lite.core.Sweep`
+    task).
+
+    ``settings``: ``S``, ``n``, ``T``, ``alpha``, ``heads`` (per layer), ``embedding``
+    (``"onehot"`` or ``"learned"``), ``steps``, ``lr``, ``weight_decay``, ``batch``,
+    ``test_sequences`` (:data:`PAPER_ATTENTION_ONLY` holds the chapter's values), and
+    optionally ``test_seed`` (default 7, as in the chapter), ``eval_every`` (default
+    ``steps // 64``), ``checkpoint_every`` (default ``steps // 16``), ``map_sequences``
+    (test sequences the attention maps are averaged over, default 256), ``head`` and
+    ``stop_after`` as in :func:`sweep_task`. The optimiser is AdamW ``(0.9, 0.999)`` with a
+    constant learning rate. ``runs``: one record per seed.
+
+    Returns per run: ``train_loss_head``, ``train_loss_avg``, ``grad_norm_avg`` and
+    ``test_loss`` as :func:`sweep_task`; ``offset_weight`` ``(R, C, H, n - 1)``, the weight
+    each first-layer head puts on the token ``o`` places back at each checkpoint, read from
+    the first-layer maps averaged over the ``map_sequences`` test sequences (here attention
+    depends on the input); ``maps`` ``(R, 3, H, T, T)``, those averaged maps at the second
+    checkpoint, the one a quarter of the way, and the last (the chapter's Fig. 4b, 4d
+    columns; rounded to 4 decimals). ``shared``: ``eval_steps``, ``checkpoint_steps``,
+    ``map_steps`` and the add-``α`` k-gram ``levels`` on the test set.
+    """
+    first_run = _check_task_args(settings, runs, first_run)
+    _check_known(settings, _KNOWN_ATTENTION_ONLY)
+    S = check_int("settings['S']", settings["S"], minimum=2)
+    n = check_int("settings['n']", settings["n"], minimum=2)
+    T = check_int("settings['T']", settings["T"], minimum=n)
+    alpha = check_float("settings['alpha']", settings["alpha"], minimum=0.0, open_lower=True)
+    heads = settings["heads"]
+    if not isinstance(heads, (list, tuple)) or not heads:
+        raise TypeError(f"settings['heads'] must be a non-empty list of ints; got {heads!r}")
+    heads = [check_int("settings['heads'] entry", h, minimum=1) for h in heads]
+    embedding = check_choice("settings['embedding']", settings["embedding"], ("onehot", "learned"))
+    steps = check_int("settings['steps']", settings["steps"], minimum=16)
+    lr = check_float("settings['lr']", settings["lr"], minimum=0.0, open_lower=True)
+    wd = check_float("settings['weight_decay']", settings["weight_decay"], minimum=0.0)
+    batch = check_int("settings['batch']", settings["batch"], minimum=1)
+    eval_every = check_int(
+        "settings['eval_every']", settings.get("eval_every", max(steps // 64, 1)), minimum=1
+    )
+    ck_every = check_int(
+        "settings['checkpoint_every']", settings.get("checkpoint_every", steps // 16), minimum=1
+    )
+    n_maps = check_int("settings['map_sequences']", settings.get("map_sequences", 256), minimum=1)
+    head = check_int("settings['head']", settings.get("head", 20), minimum=1)
+    stop_after = settings.get("stop_after")
+
+    task = NGramTask(S=S, n=n, T=T, alpha=alpha)
+    prefix = stop_after is not None
+    eval_fn = levels = tx = None
+    if not prefix:
+        n_test = check_int("settings['test_sequences']", settings["test_sequences"], minimum=1)
+        tx, ty = make_test_set(task, n_test, seed=check_seed(settings.get("test_seed", 7)))
+        eval_fn = make_eval_fn(tx, ty)
+        levels = kgram_levels(tx, ty, S, tuple(range(1, n + 1)), smoothing=alpha)
+    config = TrainConfig(
+        steps=steps,
+        lr=lr,
+        optimizer="adamw",
+        weight_decay=wd,
+        eval_every=eval_every,
+        checkpoint_steps=() if prefix else tuple(range(0, steps + 1, ck_every)),
+    )
+    result = train_runs(
+        lambda: AttentionOnlyTransformer(S, T, heads, embedding=embedding),
+        make_loss_fn(),
+        NGramStream(task, batch),
+        n_runs=len(runs),
+        config=config,
+        seed=seed,
+        eval_fn=eval_fn,
+        progress=False,
+        device=device,
+        first_run=first_run,
+        stop_after=stop_after,
+    )
+    out = _loss_summary(result, head, None if prefix else eval_every)
+    if prefix:
+        return out
+    assert tx is not None
+    out["test_loss"] = result.evals["test_loss"].double().numpy()
+    ck_steps = sorted(result.checkpoints)
+    seqs = tx[:n_maps]  # (n_maps, T), shared by every run
+
+    def mean_map(run: int, step: int) -> torch.Tensor:  # (H, T, T), averaged over `seqs`
+        model = cast(AttentionOnlyTransformer, result.module(run, step))
+        return model.attention(seqs)[0].mean(0)
+
+    with torch.no_grad():  # the maps depend on the input
+        maps = torch.stack(
+            [torch.stack([mean_map(r, s) for s in ck_steps]) for r in range(len(runs))]
+        )  # (R, C, H, T, T)
+    out["offset_weight"] = _offset_weights(maps, n)
+    picks = [1, len(ck_steps) // 4, len(ck_steps) - 1]
+    out["maps"] = np.round(maps[:, picks].double().numpy(), 4)
+    out["shared"] = {
+        "eval_steps": [int(s) for s in result.eval_steps],
+        "checkpoint_steps": [int(s) for s in ck_steps],
+        "map_steps": [int(ck_steps[i]) for i in picks],
+        "levels": levels,
+    }
+    return out
+
+
+_KNOWN_PLATEAU = {"S", "n", "T", "heads", "steps", "lr", "batch", "checkpoint_every", "head"}
+_KNOWN_PLATEAU |= {"stop_after"}
+
+
+def plateau_task(
+    settings: dict[str, Any],
+    runs: list[dict[str, Any]],
+    *,
+    first_run: int,
+    seed: int,
+    device: str = "cpu",
+) -> dict[str, Any]:
+    """Train the book's ``(T, α)`` plateau sweep (a :class:`~ccmc_lite.core.Sweep` task).
+
+    The simplified transformer of Sec. 2.3 with ``T`` positions is trained with Adam
+    ``(0.9, 0.999)`` at a constant learning rate, as in Sec. 5; every run has its own
+    sequence length and Dirichlet prior, drawn by one :class:`~ccmc_lite.ngram.NGramStream`
+    (a run of length ``L < T`` is queried at position ``L - 1``, which the causal model
+    makes exactly training on length ``L``). ``settings``: ``S``, ``n``, ``T`` (the largest
+    length), ``heads``, ``steps``, ``lr``, ``batch``, and optionally ``checkpoint_every``
+    (default ``steps // 128``), ``head`` and ``stop_after`` as in :func:`sweep_task`.
+    ``runs``: one record per run with its length ``"T"`` (``n <= T``) and prior ``"alpha"``.
+
+    Returns per run: ``train_loss_head``; ``train_loss_avg`` and ``grad_norm_avg`` over
+    each checkpoint interval ``(R, C - 1)``; ``offset_weight`` ``(R, C, H, n - 1)``, the
+    weight on the ``o``-back token at every checkpoint over each run's own query rows
+    (:func:`~ccmc_lite.ngram.offset_attention` with ``length``). ``shared``:
+    ``checkpoint_steps``.
+    """
+    first_run = _check_task_args(settings, runs, first_run)
+    _check_known(settings, _KNOWN_PLATEAU)
+    S = check_int("settings['S']", settings["S"], minimum=2)
+    n = check_int("settings['n']", settings["n"], minimum=2)
+    T = check_int("settings['T']", settings["T"], minimum=n)
+    heads = check_int("settings['heads']", settings["heads"], minimum=1)
+    steps = check_int("settings['steps']", settings["steps"], minimum=1)
+    lr = check_float("settings['lr']", settings["lr"], minimum=0.0, open_lower=True)
+    batch = check_int("settings['batch']", settings["batch"], minimum=1)
+    ck_every = check_int(
+        "settings['checkpoint_every']",
+        settings.get("checkpoint_every", max(steps // 128, 1)),
+        minimum=1,
+    )
+    head = check_int("settings['head']", settings.get("head", 20), minimum=1)
+    stop_after = settings.get("stop_after")
+    lengths, alphas = [], []
+    for i, rec in enumerate(runs):
+        check_instance(f"runs[{i}]", rec, dict)
+        if "T" not in rec or "alpha" not in rec:
+            raise ValueError(f"runs[{i}] must give the run's 'T' and 'alpha'; got {rec!r}")
+        lengths.append(check_int(f"runs[{i}]['T']", rec["T"], minimum=n, maximum=T))
+        alphas.append(
+            check_float(f"runs[{i}]['alpha']", rec["alpha"], minimum=0.0, open_lower=True)
+        )
+    prefix = stop_after is not None
+    task = NGramTask(S=S, n=n, T=T, alpha=alphas[0])
+    config = TrainConfig(
+        steps=steps,
+        lr=lr,
+        optimizer="adam",
+        betas=(0.9, 0.999),
+        checkpoint_steps=() if prefix else tuple(range(0, steps + 1, ck_every)),
+    )
+    result = train_runs(
+        lambda: SimplifiedTransformer(S, T, heads),
+        make_loss_fn(),
+        NGramStream(task, batch, alpha=alphas, lengths=lengths),
+        n_runs=len(runs),
+        config=config,
+        seed=seed,
+        progress=False,
+        device=device,
+        first_run=first_run,
+        stop_after=stop_after,
+    )
+    out = _loss_summary(result, head, None if prefix else ck_every)
+    if prefix:
+        return out
+    ck_steps = sorted(result.checkpoints)
+    A1 = torch.stack([result.checkpoints[s]["A1"] for s in ck_steps], dim=1)  # (R, C, H, T, T)
+    out["offset_weight"] = _offset_weights(first_layer_attention(A1), n, lengths)
+    out["shared"] = {"checkpoint_steps": [int(s) for s in ck_steps]}
     return out
 
 
