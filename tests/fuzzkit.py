@@ -25,10 +25,12 @@ import inspect
 import math
 import resource
 import signal
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -407,6 +409,21 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("core.stored_names"))
+    add(E("core.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64), a({})))
+    add(E("core.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"), label="bad only"))
+    add(
+        E(
+            "core.save_snapshot",
+            a("part9/01_x"),
+            a({"a": 1.0}, "obj", "values"),
+            code_sha256=a("0" * 64),
+            wall_seconds=a(1.0, "pos"),
+            command=a("c"),
+            path=a(str(Path(tempfile.mkdtemp()) / "s.json")),
+        )
+    )
+    add(E("core.snapshot_names"))
+    add(E("core.Claims", a({"claim": (True, False)}, "obj")))
     add(
         E(
             "core.TextProgress",
@@ -427,6 +444,7 @@ def build_table() -> list[Entry]:
     add(E("core.use_book_style"))
     add(E("core.glue", a("fuzz_key"), a(1.0), display=a(False, "bool")))
     add(E("core.in_book_build"))
+    add(E("core.glued_values"))
     # --- ccmc (Part I)
     add(E("ccmc.PromptData", a(pop.counts), a(pop.query), a(pop.y), a(pop.weights), a(3)))
     tr = ccmc.sample_trajectories(P3, X, 3, seed=0)
@@ -1330,6 +1348,30 @@ def build_table() -> list[Entry]:
             "ngram.sweep_task",
             a(p3_settings, "obj", "settings"),
             a([{"run": 0}], "obj", "runs"),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    ao_settings = {
+        "S": 3, "n": 3, "T": 6, "alpha": 1.0, "heads": [1, 1], "embedding": "onehot",
+        "steps": 16, "lr": 0.005, "weight_decay": 0.0, "batch": 2, "test_sequences": 4,
+        "eval_every": 8, "checkpoint_every": 8, "map_sequences": 2,
+    }  # fmt: skip
+    add(
+        E(
+            "ngram.attention_only_task",
+            a(ao_settings, "obj", "settings"),
+            a([{"run": 0}], "obj", "runs"),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    pl_settings = {"S": 3, "n": 3, "T": 6, "heads": 1, "steps": 4, "lr": 0.01, "batch": 2}
+    add(
+        E(
+            "ngram.plateau_task",
+            a(pl_settings, "obj", "settings"),
+            a([{"T": 5, "alpha": 0.5}], "obj", "runs"),
             first_run=a(0, "count", huge=False),
             seed=a(0, "seed"),
         )

@@ -11,6 +11,8 @@ This is tooling for the book's authors and instructors, not part of the runtime 
     python3 dev.py student            # every chapter listed in _toc.yml
 
 * :func:`chapter_overview` gives the rows of the table on the instructors' page.
+* :func:`chapter_code_sha256` fingerprints a chapter's code, so that a stored paper-profile
+  snapshot of the chapter (``python3 dev.py paper-chapters``) can be checked against it.
 
 Solutions in the book are written with sphinx-exercise's gated directives, so they may
 contain code cells::
@@ -164,6 +166,25 @@ def strip_solutions(text: str) -> str:
         out.append(lines[i])
         i += 1
     return re.sub(r"\n{3,}", "\n\n", "".join(out))
+
+
+#: Cells with this tag compare the page with its paper-profile snapshot: they are left out of
+#: the snapshot run and of the code fingerprint.
+SNAPSHOT_TAG = "paper-snapshot"
+
+
+def chapter_code_sha256(chapter: Path) -> str:
+    """SHA-256 of a chapter's code cells (in order), leaving out cells tagged ``paper-snapshot``."""
+    import hashlib
+
+    import jupytext
+
+    nb = jupytext.reads(Path(chapter).read_text(encoding="utf-8"), fmt="md:myst")
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code" and SNAPSHOT_TAG not in cell.metadata.get("tags", []):
+            h.update(cell.source.strip().encode("utf-8") + b"\n\x00")
+    return h.hexdigest()
 
 
 def write_student_notebook(chapter: Path, out_dir: Path, setup_cell: str | None = None) -> Path:

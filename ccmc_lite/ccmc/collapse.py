@@ -549,7 +549,9 @@ def collapse_census(
     length = check_size("length", length)
     n_traj = check_size("n_traj", n_traj)
     K_max = max(P.shape[0] for P in chains)
-    check_elements("len(Ps) * n_traj * length * K", len(chains) * n_traj * length * K_max)
+    # memory is per trajectory (counts and transition counts, K + K^2), not per step:
+    # the trajectories are simulated without keeping their tokens
+    check_elements("len(Ps) * n_traj * K * K", len(chains) * n_traj * K_max * K_max)
     tv = check_float("tv", tv, minimum=0.0, maximum=1.0, open_lower=True)
     finals: dict[int, torch.Tensor] = {}
     for K in sorted({P.shape[0] for P in chains}):

@@ -7,6 +7,7 @@ switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for 
 :mod:`~ccmc_lite.core.training` (R independent runs as one batched program),
 :mod:`~ccmc_lite.core.sweeps` (sweeps as shards for any executor, Dask included),
 :mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package),
+:mod:`~ccmc_lite.core.snapshots` (chapters run at the paper profile: the numbers they quote),
 :mod:`~ccmc_lite.core.progress` (a text progress bar), :mod:`~ccmc_lite.core.plotting`
 (one figure style), :mod:`~ccmc_lite.core.checking` (the exercise-checker engine) and
 :mod:`~ccmc_lite.core.gluing` (numbers from code into the book's prose).
@@ -24,6 +25,7 @@ from . import (
     training,
     sweeps,
     stored,
+    snapshots,
     progress,
     plotting,
     checking,
@@ -37,6 +39,7 @@ from .chains import *  # noqa: F403
 from .training import *  # noqa: F403
 from .sweeps import *  # noqa: F403
 from .stored import *  # noqa: F403
+from .snapshots import *  # noqa: F403
 from .progress import *  # noqa: F403
 from .plotting import *  # noqa: F403
 from .checking import *  # noqa: F403
@@ -51,6 +54,7 @@ __all__ = [
     *training.__all__,
     *sweeps.__all__,
     *stored.__all__,
+    *snapshots.__all__,
     *progress.__all__,
     *plotting.__all__,
     *checking.__all__,

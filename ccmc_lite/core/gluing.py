@@ -13,16 +13,22 @@ without myst-nb, which is a book-build dependency only.
   when ``display=False`` (in the book the figure appears where the prose pastes it; in a notebook it
   appears under its cell). Numbers glued with ``display=False`` are quoted by the prose only, so the
   notebook stays quiet.
+
+Every number or string glued in this process is also kept, by name, in a registry
+(:func:`~ccmc_lite.core.glued_values`): a chapter run at the ``paper`` profile stores it as a
+snapshot (:mod:`~ccmc_lite.core.snapshots`), and the book-profile page compares its own values
+with that snapshot.
 """
 
 from __future__ import annotations
 
+import numbers
 import os
 from typing import Any
 
 from .validation import check_bool
 
-__all__ = ["BOOK_BUILD_ENV", "glue", "in_book_build"]
+__all__ = ["BOOK_BUILD_ENV", "glue", "glued_values", "in_book_build"]
 
 #: Set to ``1`` while the book is built (by the book's Sphinx extension and the tests).
 BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"
@@ -32,6 +38,31 @@ _GLUE_PREFIX = "application/papermill.record/"  # myst_nb.ext.glue.GLUE_PREFIX
 def in_book_build() -> bool:
     """True while the book is being built (``$CCMC_BOOK_BUILD`` is ``1``)."""
     return os.environ.get(BOOK_BUILD_ENV, "").strip() == "1"
+
+
+_GLUED: dict[str, bool | int | float | str] = {}  # name -> plain scalar, in glue order
+
+
+def _plain_scalar(value: Any) -> bool | int | float | str | None:
+    """``value`` as a plain Python bool, int, float or str; ``None`` for anything else."""
+    if isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    item = getattr(value, "item", None)  # a 0-d numpy array or torch tensor
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        return _plain_scalar(item())
+    return None
+
+
+def glued_values() -> dict[str, bool | int | float | str]:
+    """The numbers and strings glued so far in this process: ``name -> value`` (a copy).
+
+    Figures and other objects are not kept. A name glued twice keeps its last value.
+    """
+    return dict(_GLUED)
 
 
 def _is_figure(value: Any) -> bool:
@@ -66,6 +97,9 @@ def glue(name: str, value: Any, display: bool = True) -> None:
     if not name or any(c.isspace() for c in name):
         raise ValueError(f"name must be a non-empty string without spaces; got {name!r}")
     check_bool("display", display)
+    scalar = _plain_scalar(value)
+    if scalar is not None:
+        _GLUED[name] = scalar
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 

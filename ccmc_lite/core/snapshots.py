@@ -1,0 +1,316 @@
+"""A chapter run at the ``paper`` profile, stored as the numbers it quotes, and compared.
+
+Chapters whose ``paper`` profile is a longer or larger version of the book-profile computation
+(more samples, longer trajectories, more sizes), rather than one big training sweep, are
+executed once at the ``paper`` profile with ``python3 dev.py paper-chapters``. What is kept is
+every number and string the chapter glues into its prose (:func:`~ccmc_lite.core.glued_values`),
+with the provenance of the run (package and torch versions, date, machine, wall time, the
+command) and the SHA-256 of the chapter's code, in ``ccmc_lite/data/paper_chapters/``.
+
+On the book-profile page, the last section loads that snapshot
+(:func:`~ccmc_lite.core.load_snapshot`) and prints the two profiles side by side
+(:meth:`ChapterSnapshot.table`); :meth:`ChapterSnapshot.changed` names the quantities that
+differ by more than a relative tolerance, so the page can say which conclusions move at the
+papers' settings. The test suite checks that each snapshot was taken from the chapter's
+current code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .stored import _machine, _package_version
+from .validation import check_choice, check_float, check_instance
+
+__all__ = ["ChapterSnapshot", "Claims", "load_snapshot", "save_snapshot", "snapshot_names"]
+
+_DATA = "data/paper_chapters"
+Scalar = bool | int | float | str
+
+
+def _slug(chapter: str) -> str:
+    """``"part1/02_learning_by_prompting"`` -> the file stem ``part1__02_learning_by_prompting``."""
+    if not isinstance(chapter, str) or not chapter.strip():
+        raise ValueError(f"chapter must be a path such as 'part1/02_x'; got {chapter!r}")
+    return chapter.removesuffix(".md").replace("/", "__")
+
+
+def _check_values(values: Any) -> dict[str, Scalar]:
+    check_instance("values", values, Mapping)
+    out: dict[str, Scalar] = {}
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise TypeError(f"values keys must be glue names (str); got {key!r}")
+        if not isinstance(value, (bool, int, float, str)):
+            raise TypeError(
+                f"values[{key!r}] must be a bool, int, float or str; got {type(value).__name__}"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"values[{key!r}] is {value}; refusing to store a non-finite value")
+        out[key] = value
+    return out
+
+
+def _format(value: Scalar | None) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or isinstance(value, str):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:d}"
+    return f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class Claims:
+    """A page's conclusions evaluated on this run and on the paper-profile snapshot.
+
+    Attributes
+    ----------
+    held : dict
+        ``claim -> (holds in this run, holds at the paper profile)``.
+    """
+
+    held: dict[str, tuple[bool, bool]]
+
+    def __post_init__(self) -> None:
+        check_instance("held", self.held, Mapping)
+        for name, pair in self.held.items():
+            if (
+                not isinstance(pair, tuple)
+                or len(pair) != 2
+                or not all(isinstance(b, bool) for b in pair)
+            ):
+                raise TypeError(f"held[{name!r}] must be a pair of bools; got {pair!r}")
+
+    @property
+    def verdict(self) -> str:
+        """``"all hold at both profiles"``, or each claim that fails somewhere and where."""
+        failing = {k: v for k, v in self.held.items() if not all(v)}
+        if not failing:
+            return "all hold at both profiles"
+
+        def word(ok: bool) -> str:
+            return "holds" if ok else "fails"
+
+        return "; ".join(
+            f"{name}: {word(a)} here, {word(b)} at the paper profile"
+            for name, (a, b) in failing.items()
+        )
+
+    def __str__(self) -> str:
+        return "\n".join(
+            f"{name}: this run {a}, paper profile {b}" for name, (a, b) in self.held.items()
+        )
+
+
+@dataclass(frozen=True)
+class ChapterSnapshot:
+    """The glued values of one chapter executed at the ``paper`` profile.
+
+    Attributes
+    ----------
+    chapter : str
+        The chapter's path under ``book/`` without ``.md``, e.g. ``"part3/02_near_stationarity"``.
+    values : dict
+        ``glue name -> value`` (numbers and strings) as that run glued them.
+    code_sha256 : str
+        SHA-256 of the chapter's code cells when the snapshot was taken.
+    provenance : dict
+        ``profile``, ``package_version``, ``torch_version``, ``python_version``, ``created``,
+        ``machine``, ``wall_seconds`` and ``command``.
+    """
+
+    chapter: str
+    values: dict[str, Scalar]
+    code_sha256: str
+    provenance: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        _slug(self.chapter)
+        object.__setattr__(self, "values", _check_values(self.values))
+        if not isinstance(self.code_sha256, str) or len(self.code_sha256) != 64:
+            raise ValueError(
+                f"code_sha256 must be a 64-character hex digest; got {self.code_sha256!r}"
+            )
+        check_instance("provenance", self.provenance, Mapping)
+
+    def describe(self) -> str:
+        """Where, when and how long the snapshot ran, and how to take it again."""
+        p = self.provenance
+        return (
+            f"{self.chapter} at the {p['profile']!r} profile: {len(self.values)} glued values; "
+            f"run {p['created']} on {p['machine']} in {p['wall_seconds']:.0f} s; ccmc_lite "
+            f"{p['package_version']}, torch {p['torch_version']}; code {self.code_sha256[:12]}; "
+            f"regenerate with `{p['command']}`"
+        )
+
+    def rows(
+        self, values: Mapping[str, Any], *, ignore: Sequence[str] = ()
+    ) -> list[tuple[str, Scalar | None, Scalar | None]]:
+        """``(name, this run's value, the snapshot's value)`` for every name in either.
+
+        ``values`` are this run's glued values (:func:`~ccmc_lite.core.glued_values`);
+        names matching any of the ``ignore`` patterns (shell-style, e.g. ``"*_seconds"``:
+        wall times differ between profiles by design) are left out; a name glued by only
+        one of the two runs has ``None`` on the other side.
+        """
+        here = _check_values(values)
+        if isinstance(ignore, str) or not all(isinstance(s, str) for s in ignore):
+            raise TypeError(f"ignore must be a sequence of strings; got {ignore!r}")
+        names = list(here) + [k for k in self.values if k not in here]
+        return [
+            (k, here.get(k), self.values.get(k))
+            for k in names
+            if not any(fnmatchcase(k, pattern) for pattern in ignore)
+        ]
+
+    def changed(
+        self,
+        values: Mapping[str, Any],
+        *,
+        rtol: float = 0.1,
+        atol: float = 1e-9,
+        ignore: Sequence[str] = (),
+    ) -> list[str]:
+        """Names whose value differs between the two runs.
+
+        Numbers differ when ``|a - b| > max(atol, rtol * max(|a|, |b|))`` (``atol`` keeps
+        round-off errors such as ``1e-16`` against ``3e-16`` from counting); booleans and
+        strings when they are not equal; a name glued by only one run counts as changed.
+        """
+        rtol = check_float("rtol", rtol, minimum=0.0)
+        atol = check_float("atol", atol, minimum=0.0)
+        out = []
+        for name, a, b in self.rows(values, ignore=ignore):
+            if a is None or b is None:
+                out.append(name)
+            elif isinstance(a, (bool, str)) or isinstance(b, (bool, str)):
+                if a != b:
+                    out.append(name)
+            elif abs(a - b) > max(atol, rtol * max(abs(a), abs(b))):
+                out.append(name)
+        return out
+
+    def claims(
+        self, values: Mapping[str, Any], checks: Mapping[str, Callable[[Mapping], bool]]
+    ) -> Claims:
+        """Evaluate each check (``claim -> test(values) -> bool``) on this run and the snapshot.
+
+        A check reads the glued values by name, e.g.
+        ``{"the 1/n rate": lambda v: abs(v["p1c2_slope"] + 1) < 0.1}``; a name missing from
+        either run raises ``KeyError`` naming it.
+        """
+        here = _check_values(values)
+        check_instance("checks", checks, Mapping)
+        held = {}
+        for name, test in checks.items():
+            if not callable(test):
+                raise TypeError(f"checks[{name!r}] must be callable; got {type(test).__name__}")
+            held[str(name)] = (bool(test(here)), bool(test(self.values)))
+        return Claims(held)
+
+    def table(
+        self, values: Mapping[str, Any], *, ignore: Sequence[str] = (), rtol: float = 0.1
+    ) -> str:
+        """The two profiles side by side, one glued name per line; ``*`` marks a change."""
+        rows = self.rows(values, ignore=ignore)
+        moved = set(self.changed(values, rtol=rtol, ignore=ignore))
+        width = max([len(r[0]) for r in rows] + [4])
+        lines = [f"  {'name':{width}s} {'this run':>14s} {'paper profile':>14s}"]
+        for name, a, b in rows:
+            mark = "*" if name in moved else " "
+            lines.append(f"{mark} {name:{width}s} {_format(a):>14s} {_format(b):>14s}")
+        return "\n".join(lines)
+
+
+def snapshot_names() -> list[str]:
+    """The chapters (``"part1/02_..."``) with a snapshot shipped in the package."""
+    folder = resources.files("ccmc_lite").joinpath(_DATA)
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.name[: -len(".json")].replace("__", "/")
+        for p in folder.iterdir()
+        if p.name.endswith(".json")
+    )
+
+
+def save_snapshot(
+    chapter: str,
+    values: Mapping[str, Any],
+    *,
+    code_sha256: str,
+    wall_seconds: float,
+    command: str,
+    path: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write a snapshot of ``chapter`` run at the ``paper`` profile; return the file's path.
+
+    ``path`` defaults to the package's ``data/paper_chapters/`` folder.
+    """
+    stem = _slug(chapter)
+    clean = _check_values(values)
+    if not clean:
+        raise ValueError("values must hold at least one glued value")
+    if not isinstance(code_sha256, str) or len(code_sha256) != 64:
+        raise ValueError(f"code_sha256 must be a 64-character hex digest; got {code_sha256!r}")
+    wall_seconds = check_float("wall_seconds", wall_seconds, minimum=0.0, open_lower=True)
+    if not isinstance(command, str) or not command.strip():
+        raise ValueError("command must say how to regenerate the snapshot (a non-empty string)")
+    if path is None:
+        path = Path(str(resources.files("ccmc_lite").joinpath(_DATA))) / f"{stem}.json"
+    path = Path(path)
+    blob = {
+        "chapter": chapter.removesuffix(".md"),
+        "code_sha256": code_sha256,
+        "provenance": {
+            "profile": "paper",
+            "package_version": _package_version(),
+            "torch_version": torch.__version__,
+            "python_version": platform.python_version(),
+            "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "machine": _machine(),
+            "wall_seconds": round(wall_seconds, 1),
+            "command": command,
+        },
+        "values": clean,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(blob, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def load_snapshot(chapter: str, *, path: str | os.PathLike[str] | None = None) -> ChapterSnapshot:
+    """Load the snapshot of ``chapter`` shipped with the package (or from ``path``).
+
+    Raises ``ValueError`` naming the available snapshots when there is none for ``chapter``.
+    """
+    stem = _slug(chapter)
+    if path is None:
+        names = snapshot_names()
+        if not names:
+            raise ValueError("chapter must have a snapshot; none ship with this installation")
+        check_choice("chapter", chapter.removesuffix(".md"), names)
+        text = resources.files("ccmc_lite").joinpath(_DATA, f"{stem}.json")
+        blob = json.loads(text.read_text("utf-8"))
+    else:
+        blob = json.loads(Path(path).read_text(encoding="utf-8"))
+    return ChapterSnapshot(
+        chapter=blob["chapter"],
+        values=_check_values(blob["values"]),
+        code_sha256=blob["code_sha256"],
+        provenance=blob["provenance"],
+    )

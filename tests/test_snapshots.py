@@ -1,0 +1,208 @@
+"""Chapters run at the paper profile: the glue registry, the snapshot files, their freshness.
+
+``python3 dev.py paper-chapters`` (``benchmarks/paper_chapters.py``) executes the chapters it
+lists at the ``paper`` profile and stores what they glue. Here: the registry keeps exactly the
+glued numbers and strings; a snapshot round-trips and compares as documented; every listed
+chapter has a snapshot with full provenance, taken from the chapter's current code, and shows
+it in a ``paper-snapshot`` cell.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+from ccmc_lite import glue
+from ccmc_lite.core import ChapterSnapshot, glued_values, load_snapshot, save_snapshot
+from ccmc_lite.core.snapshots import snapshot_names
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import booktools  # noqa: E402
+
+PROVENANCE = {
+    "profile",
+    "package_version",
+    "torch_version",
+    "python_version",
+    "created",
+    "machine",
+    "wall_seconds",
+    "command",
+}
+
+
+def _script():
+    path = ROOT / "benchmarks" / "paper_chapters.py"
+    spec = importlib.util.spec_from_file_location("paper_chapters", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the glue registry -------------------------------------------------------------------
+
+
+def test_glue_keeps_plain_scalars_and_skips_other_objects(capsys):
+    fig = plt.figure()
+    glue("t_float", np.float64(0.25), display=False)
+    glue("t_int", np.int64(7), display=False)
+    glue("t_tensor", torch.tensor(1.5), display=False)
+    glue("t_bool", np.bool_(True), display=False)
+    glue("t_text", "bigram", display=False)
+    glue("t_array", np.arange(3), display=False)
+    glue("t_fig", fig, display=False)
+    plt.close(fig)
+    got = glued_values()
+    assert got["t_float"] == 0.25 and type(got["t_float"]) is float
+    assert got["t_int"] == 7 and type(got["t_int"]) is int
+    assert got["t_tensor"] == 1.5 and type(got["t_tensor"]) is float
+    assert got["t_bool"] is True
+    assert got["t_text"] == "bigram"
+    assert "t_array" not in got and "t_fig" not in got
+    glue("t_float", 0.5, display=False)  # the last value wins
+    assert glued_values()["t_float"] == 0.5
+    got["t_float"] = -1.0  # a copy
+    assert glued_values()["t_float"] == 0.5
+
+
+# --- ChapterSnapshot -----------------------------------------------------------------------
+
+
+def _snapshot(tmp_path, values=None) -> ChapterSnapshot:
+    values = values or {"a": 1.0, "err": 1e-16, "label": "bigram", "n": 3, "gone": 2.0}
+    path = save_snapshot(
+        "part9/01_x", values, code_sha256="0" * 64, wall_seconds=12.5,
+        command="python3 dev.py paper-chapters part9/01_x", path=tmp_path / "s.json",
+    )  # fmt: skip
+    return load_snapshot("part9/01_x", path=path)
+
+
+def test_snapshot_round_trips_with_its_provenance(tmp_path):
+    snap = _snapshot(tmp_path)
+    assert snap.chapter == "part9/01_x"
+    assert snap.values == {"a": 1.0, "err": 1e-16, "label": "bigram", "n": 3, "gone": 2.0}
+    assert set(snap.provenance) == PROVENANCE and snap.provenance["profile"] == "paper"
+    assert snap.provenance["wall_seconds"] == 12.5
+    assert "regenerate with `python3 dev.py paper-chapters part9/01_x`" in snap.describe()
+
+
+def test_snapshot_compares_by_name_with_tolerances(tmp_path):
+    snap = _snapshot(tmp_path)
+    here = {"a": 1.05, "err": 3e-16, "label": "trigram", "n": 3, "new": 1.0}
+    rows = snap.rows(here)
+    assert [r[0] for r in rows] == ["a", "err", "label", "n", "new", "gone"]
+    assert rows[-1] == ("gone", None, 2.0) and rows[-2] == ("new", 1.0, None)
+    # 5 % < rtol 10 %; round-off below atol; strings compared exactly; one-sided names change
+    assert snap.changed(here) == ["label", "new", "gone"]
+    assert snap.changed(here, rtol=0.01) == ["a", "label", "new", "gone"]
+    assert snap.changed(here, atol=0.0) == ["err", "label", "new", "gone"]
+    assert snap.changed(here, ignore=("ne*", "go*")) == ["label"]
+    assert [r[0] for r in snap.rows(here, ignore=("*e*",))] == ["a", "n"]
+    table = snap.table(here).splitlines()
+    assert len(table) == 1 + 6
+    assert table[3].startswith("* label") and table[1].startswith("  a")
+    assert table[-1].split() == ["*", "gone", "—", "2"]
+
+
+def test_claims_are_checked_on_both_runs(tmp_path):
+    snap = _snapshot(tmp_path)
+    checks = {"a is about 1": lambda v: abs(v["a"] - 1) < 0.01, "n is 3": lambda v: v["n"] == 3}
+    claims = snap.claims({"a": 1.0, "n": 3}, checks)
+    assert claims.held == {"a is about 1": (True, True), "n is 3": (True, True)}
+    assert claims.verdict == "all hold at both profiles"
+    claims = snap.claims({"a": 2.0, "n": 3}, checks)
+    assert claims.held["a is about 1"] == (False, True)
+    assert claims.verdict == "a is about 1: fails here, holds at the paper profile"
+    assert str(claims).splitlines()[0] == "a is about 1: this run False, paper profile True"
+    with pytest.raises(KeyError, match="'a'"):
+        snap.claims({"n": 3}, checks)
+    with pytest.raises(TypeError, match="checks\\['x'\\] must be callable"):
+        snap.claims({"a": 1.0}, {"x": 1})
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(values={}), ValueError, "at least one"),
+        (dict(values={"a": float("nan")}), ValueError, "non-finite"),
+        (dict(values={"a": [1, 2]}), TypeError, "values\\['a'\\]"),
+        (dict(values={1: 2.0}), TypeError, "glue names"),
+        (dict(code_sha256="abc"), ValueError, "code_sha256"),
+        (dict(command=" "), ValueError, "command"),
+        (dict(wall_seconds=-1.0), ValueError, "wall_seconds"),
+        (dict(chapter=""), ValueError, "chapter"),
+    ],
+)
+def test_save_snapshot_rejects_bad_input(tmp_path, kwargs, error, match):
+    args = dict(chapter="part9/01_x", values={"a": 1.0}, code_sha256="0" * 64,
+                wall_seconds=1.0, command="cmd")  # fmt: skip
+    args.update(kwargs)
+    chapter, values = args.pop("chapter"), args.pop("values")
+    with pytest.raises(error, match=match):
+        save_snapshot(chapter, values, path=tmp_path / "s.json", **args)
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_load_snapshot_names_the_available_chapters():
+    with pytest.raises(ValueError, match="part3/02_near_stationarity"):
+        load_snapshot("part9/01_missing")
+    with pytest.raises(ValueError, match="chapter must be"):
+        load_snapshot("")
+
+
+def test_chapter_code_fingerprint_ignores_snapshot_cells_and_prose(tmp_path):
+    head = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n"
+    a = tmp_path / "a.md"
+    a.write_text(head + "# T\n\n```{code-cell} ipython3\nx = 1\n```\n")
+    b = tmp_path / "b.md"
+    b.write_text(
+        head + "# Other prose\n\n```{code-cell} ipython3\nx = 1\n```\n\n"
+        "```{code-cell} ipython3\n:tags: [paper-snapshot]\nprint(2)\n```\n"
+    )
+    c = tmp_path / "c.md"
+    c.write_text(head + "# T\n\n```{code-cell} ipython3\nx = 2\n```\n")
+    fa, fb, fc = (booktools.chapter_code_sha256(p) for p in (a, b, c))
+    assert fa == fb != fc and len(fa) == 64
+
+
+# --- the stored snapshots -----------------------------------------------------------------
+
+CHAPTERS = _script().CHAPTERS
+
+
+def test_every_listed_chapter_has_a_snapshot_and_nothing_else_does():
+    assert set(snapshot_names()) == set(CHAPTERS)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_snapshot_is_fresh_complete_and_shown(chapter):
+    snap = load_snapshot(chapter)
+    path = ROOT / "book" / f"{chapter}.md"
+    assert set(snap.provenance) == PROVENANCE and snap.provenance["profile"] == "paper"
+    assert snap.provenance["command"] == f"python3 dev.py paper-chapters {chapter}"
+    assert snap.code_sha256 == booktools.chapter_code_sha256(path), (
+        f"{chapter} changed since its paper-profile snapshot was taken; "
+        f"run `python3 dev.py paper-chapters {chapter}` and commit the new snapshot"
+    )
+    text = path.read_text(encoding="utf-8")
+    assert f'load_snapshot("{chapter}")' in text and ":tags: [paper-snapshot]" in text
+    part, name = chapter.split("/")
+    prefix = "cl" if part == "closing" else f"p{part[4:]}c{int(name[:2])}"
+    assert snap.values and all(k.startswith(prefix + "_") for k in snap.values)
+
+
+def test_every_chapter_with_a_paper_profile_shows_its_paper_results():
+    """A chapter whose settings depend on the profile shows a stored run or a snapshot."""
+    for path in (ROOT / "book").glob("*/*.md"):
+        text = path.read_text(encoding="utf-8")
+        if "by_profile(" in text:
+            assert "load_stored(" in text or "load_snapshot(" in text, (
+                f"{path.relative_to(ROOT)} has a paper profile but shows no paper-setting result"
+            )
