@@ -3,8 +3,14 @@
 Both paths train the same R runs (same initialisations, same optimiser, same number of
 steps) of a small one-layer attention model on random binary sequences; the batched path
 vmaps all runs into one program, the loop trains them one after another with ordinary
-autograd. Both are warmed up first; the ratio is measured in one process, one after the
-other.
+autograd. Both are warmed up first; the ratio is measured in one process, the two paths
+interleaved, best of three repeats each (single short timings on this shared 2-core machine
+vary by up to 50 %).
+
+The roofline of one run-step (FLOPs and bytes of one model's forward and backward on its
+batch, against this machine's matmul and copy peaks: ``bench_limits.run_step_limit``) says
+how far each path is from the hardware; ``looped / FLOP limit`` is the ratio a batched path
+doing nothing but the FLOPs at the matmul peak would reach (``trainer_ratio_ceiling``).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 import time
 
 import torch
+from bench_limits import run_step_limit
 from profiling import top_ops
 from torch import nn
 
@@ -51,49 +58,49 @@ def _loss(model, x: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits.reshape(-1, 2), x[:, 1:].reshape(-1))
 
 
-def trainer_ratio(n_runs: int = 64, steps: int = 40) -> dict[str, float]:
-    """Seconds per step for both paths and their ratio."""
-    warm = TrainConfig(steps=3, lr=1e-3)
-    for batched in (True, False):
-        train_runs(
-            SmallAttention,
-            _loss,
-            _batch,
-            n_runs=2,
-            config=warm,
-            seed=0,
-            batched=batched,
-            progress=False,
-        )
+def _timed(batched: bool, n_runs: int, steps: int) -> float:
     cfg = TrainConfig(steps=steps, lr=1e-3)
     start = time.perf_counter()
-    train_runs(SmallAttention, _loss, _batch, n_runs=n_runs, config=cfg, seed=0, progress=False)
-    batched_s = time.perf_counter() - start
-    start = time.perf_counter()
-    train_runs(
-        SmallAttention,
-        _loss,
-        _batch,
-        n_runs=n_runs,
-        config=cfg,
-        seed=0,
-        batched=False,
-        progress=False,
-    )
-    looped_s = time.perf_counter() - start
+    train_runs(SmallAttention, _loss, _batch, n_runs=n_runs, config=cfg, seed=0,
+               batched=batched, progress=False)  # fmt: skip
+    return time.perf_counter() - start
+
+
+def trainer_ratio(n_runs: int = 64, steps: int = 40, repeats: int = 3) -> dict[str, float]:
+    """Seconds for both paths (best of ``repeats``, interleaved), their ratio and the ceiling."""
+    for batched in (True, False):  # warm-up
+        _timed(batched, 2, 3)
+    batched_s = looped_s = float("inf")
+    for _ in range(repeats):
+        batched_s = min(batched_s, _timed(True, n_runs, steps))
+        looped_s = min(looped_s, _timed(False, n_runs, steps))
     short = TrainConfig(steps=5, lr=1e-3)
     top = top_ops(
         lambda: train_runs(
             SmallAttention, _loss, _batch, n_runs=n_runs, config=short, seed=0, progress=False
         )
     )
+    torch.manual_seed(0)
+    model = SmallAttention()
+    x = _batch(0, torch.arange(1), torch.Generator().manual_seed(0))[0]  # (8, 33)
+    limit = run_step_limit(lambda: _loss(model, x).backward())
+    limit_ms, flop_ms = 1000 * limit["limit_s"], 1000 * limit["flop_limit_s"]
+    to_ms = 1000 / (n_runs * steps)  # seconds of the whole call -> ms per run-step
     return {
         "trainer_runs": n_runs,
         "trainer_steps": steps,
+        "trainer_repeats": repeats,
         "trainer_batched_s": round(batched_s, 3),
         "trainer_looped_s": round(looped_s, 3),
         "trainer_speedup_batched_vs_loop": round(looped_s / batched_s, 2),
         "trainer_batched_top_ops": top,
+        "trainer_run_step_roofline_ms": round(limit_ms, 4),
+        "trainer_run_step_flop_limit_ms": round(flop_ms, 4),
+        "trainer_batched_ms_per_run_step": round(batched_s * to_ms, 4),
+        "trainer_looped_ms_per_run_step": round(looped_s * to_ms, 4),
+        "trainer_batched_times_from_roofline": round(batched_s * to_ms / limit_ms, 1),
+        "trainer_ratio_ceiling": round(looped_s * to_ms / flop_ms, 1),
+        "trainer_threads": torch.get_num_threads(),
     }
 
 

@@ -96,18 +96,44 @@ class _Traffic(TorchDispatchMode):
         return out
 
 
-def step_work(model: torch.nn.Module, x: torch.Tensor) -> dict[str, float]:
-    """FLOPs and bytes of one forward + backward of ``model`` on the batch ``x``."""
+def work_of(fn) -> dict[str, float]:
+    """FLOPs and bytes of ``fn()`` (e.g. one forward + backward), counted per ATen operation."""
     counter = FlopCounterMode(display=False)
     traffic = _Traffic()
     with counter, traffic:
-        loss = next_token_loss(model, x)
-        loss.backward()
+        fn()
     return {
         "matmul_flops": float(counter.get_total_flops()),
         "elementwise_flops": float(traffic.elementwise_flops),
         "bytes": float(traffic.bytes),
     }
+
+
+def run_step_limit(fn, repeats: int = 3) -> dict[str, float]:
+    """Roofline limit of ``fn()`` on this machine (one core): seconds, and the work counted.
+
+    ``limit_s = max(FLOPs / matmul peak, bytes / copy peak)``; the bytes assume no cache
+    reuse, so a fused implementation could go below it, never below ``flop_limit_s``.
+    """
+    work = work_of(fn)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        flops_peak = max(matmul_peak(2048) for _ in range(repeats))
+        bytes_peak = max(copy_peak() for _ in range(repeats))
+    finally:
+        torch.set_num_threads(threads)
+    flops = work["matmul_flops"] + work["elementwise_flops"]
+    return {
+        **work,
+        "flop_limit_s": flops / flops_peak,
+        "limit_s": max(flops / flops_peak, work["bytes"] / bytes_peak),
+    }
+
+
+def step_work(model: torch.nn.Module, x: torch.Tensor) -> dict[str, float]:
+    """FLOPs and bytes of one forward + backward of ``model`` on the batch ``x``."""
+    return work_of(lambda: next_token_loss(model, x).backward())
 
 
 def ideal_attention_work(batch: int, n: int, head: int) -> dict[str, float]:

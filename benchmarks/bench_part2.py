@@ -8,6 +8,10 @@ profile's grid: 6 x 6 cells x 3 seeds, tied and untied, N = 32, batch 16) for a 
 of steps in both modes — ``batched=True`` and the per-run loop ``batched=False`` — in one
 process, after a warm-up, and reports the ratio. It also measures the full book-profile
 sweep (800 steps) and a few steps of the paper profile (N = 1024) to estimate its cost.
+The FLOP limit of one run-step (the model's forward and backward on its batch at this
+machine's matmul peak, ``bench_limits.run_step_limit``) plus the time to draw that run's batch
+bounds the ratio any batched path can reach against the loop here (``fig4_ratio_ceiling``);
+the roofline (FLOPs or bytes moved without cache reuse, whichever is slower) is reported too.
 
     python benchmarks/bench_part2.py            # full: about 5 minutes on 2 CPU cores
     python -c "import bench_part2; print(bench_part2.run(quick=True))"
@@ -20,8 +24,16 @@ import os
 import time
 
 import torch
+from bench_limits import run_step_limit
 
-from ccmc_lite.markov import binary_kernel, markov_config, train_markov
+from ccmc_lite.markov import (
+    binary_kernel,
+    build_model,
+    markov_config,
+    next_token_loss,
+    sample_chains,
+    train_markov,
+)
 
 GRID = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)  # book profile of chapter "The (p, q) phase diagram"
 SEEDS = 3
@@ -72,6 +84,25 @@ def run(quick: bool = False) -> dict:
             "fig4_batched_vs_looped_speedup": round(looped / batched, 2),
             "fig4_batched_ms_per_step_all_runs": round(1000 * batched / (2 * steps), 2),
         }
+        # the hardware's share: one run-step's model work at its roofline, and its sampling
+        model = build_model(K=2, d=4, N=N, tied=True)
+        gen = torch.Generator().manual_seed(0)
+        x = sample_chains(kernels[0], BATCH, N + 1, generator=gen)  # (batch, N + 1)
+        limit = run_step_limit(lambda: next_token_loss(model, x).backward())
+        limit_ms, flop_ms = 1000 * limit["limit_s"], 1000 * limit["flop_limit_s"]
+        sample_s = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            sample_chains(kernels, BATCH, N + 1, generator=gen)  # every run's batch at once
+            sample_s = min(sample_s, time.perf_counter() - start)
+        sample_ms = 1000 * sample_s / len(kernels)
+        looped_ms = 1000 * looped / (2 * len(kernels) * steps)
+        out["fig4_batched_ms_per_run_step"] = round(1000 * batched / (2 * len(kernels) * steps), 4)
+        out["fig4_looped_ms_per_run_step"] = round(looped_ms, 4)
+        out["fig4_run_step_roofline_ms"] = round(limit_ms, 5)
+        out["fig4_run_step_flop_limit_ms"] = round(flop_ms, 5)
+        out["fig4_sampling_ms_per_run_step"] = round(sample_ms, 5)
+        out["fig4_ratio_ceiling"] = round(looped_ms / (flop_ms + sample_ms), 1)
         if quick:
             out["fig4_book_profile_estimated_s"] = round(batched / steps * BOOK_STEPS, 1)
         else:

@@ -8,7 +8,11 @@ Adam lr 0.01, batch 128):
 * batched against looped seeds: R seeds trained as one vmapped program
   (``train_runs(batched=True)``) versus the plain loop over runs (``batched=False``), with the
   same number of optimiser steps per seed, measured in the same process after a warm-up;
-* throughput of the exact fast sampler (:func:`ccmc_lite.ngram.sample_urn`).
+* throughput of the exact fast sampler (:func:`ccmc_lite.ngram.sample_urn`);
+* the FLOP limit of one run-step (forward and backward of one model on its batch of 128 at
+  the matmul peak, ``bench_limits.run_step_limit``) and the sampler's share of a run-step:
+  together they bound the ratio any batched path can reach against the loop on this machine
+  (``part3_ratio_ceiling``); the roofline with bytes moved is reported too.
 
 Run standalone: ``python benchmarks/bench_part3.py`` (``--quick`` for a short run).
 """
@@ -20,6 +24,7 @@ import sys
 import time
 
 import torch
+from bench_limits import run_step_limit
 from profiling import top_ops
 
 from ccmc_lite.core import TrainConfig, train_runs
@@ -60,6 +65,11 @@ def run(quick: bool = False) -> dict:
     sampling = time.perf_counter() - start
     steps_per_s = steps / one
     top = top_ops(lambda: _train(seeds, 20, True))
+    model, loss_fn = SimplifiedTransformer(5, 32, 2), make_loss_fn()
+    batch = tuple(t[0] for t in NGramStream(TASK, 128)(0, torch.arange(1), gen))
+    limit = run_step_limit(lambda: loss_fn(model, batch).backward())
+    looped_ms = 1000 * looped / (seeds * steps)
+    sample_ms = 1000 * sampling / n_seq * 128  # drawing one run's batch of 128 sequences
     return {
         "part3_steps_timed": steps,
         "part3_single_run_steps_per_s": round(steps_per_s, 2),
@@ -71,6 +81,15 @@ def run(quick: bool = False) -> dict:
         "part3_batched_seed_steps_per_s": round(seeds * steps / batched, 2),
         "part3_urn_sampler_sequences_per_s": round(n_seq / sampling, 0),
         "part3_batched_top_ops": top,
+        "part3_batched_ms_per_run_step": round(1000 * batched / (seeds * steps), 4),
+        "part3_looped_ms_per_run_step": round(looped_ms, 4),
+        "part3_run_step_gflop": round(
+            (limit["matmul_flops"] + limit["elementwise_flops"]) / 1e9, 5
+        ),
+        "part3_run_step_roofline_ms": round(1000 * limit["limit_s"], 4),
+        "part3_run_step_flop_limit_ms": round(1000 * limit["flop_limit_s"], 4),
+        "part3_sampling_ms_per_run_step": round(sample_ms, 4),
+        "part3_ratio_ceiling": round(looped_ms / (1000 * limit["flop_limit_s"] + sample_ms), 1),
         "part3_threads": torch.get_num_threads(),
     }
 

@@ -310,6 +310,18 @@ def test_near_boundary_and_census():
         collapse_census([], 10, n_traj=2, seed=0)
 
 
+def test_collapse_census_limits_memory_not_length(monkeypatch):
+    """The size guard counts what is allocated (K + K^2 counts per trajectory), not steps:
+    the paper profile's long trajectories used to be refused."""
+    from ccmc_lite.core import DEFAULT_LIMITS
+
+    monkeypatch.setitem(DEFAULT_LIMITS, "elements", 100)
+    rows = collapse_census([binary_collapse_chain(0.1)], 500, n_traj=4, seed=0)  # 4000 steps
+    assert rows[0]["final"].shape == (4, 2)
+    with pytest.raises(ValueError, match="len\\(Ps\\) \\* n_traj \\* K \\* K"):
+        collapse_census([binary_collapse_chain(0.1)], 5, n_traj=30, seed=0)  # 120 counts
+
+
 def test_interior_rates():
     """Negative at a stable interior fixed point; empty at a vertex; K = 2 analytic case."""
     Z = zero_diagonal(random_chain(6, seed=1))
