@@ -9,7 +9,7 @@ command) and the SHA-256 of the chapter's code, in ``ccmc_lite/data/paper_chapte
 
 On the book-profile page, the last section loads that snapshot
 (:func:`~ccmc_lite.core.load_snapshot`) and prints the two profiles side by side
-(:meth:`ChapterSnapshot.table`); :meth:`ChapterSnapshot.changed` names the quantities that
+(``ChapterSnapshot.table``); ``ChapterSnapshot.changed`` names the quantities that
 differ by more than a relative tolerance, so the page can say which conclusions move at the
 papers' settings. The test suite checks that each snapshot was taken from the chapter's
 current code.
