@@ -3,9 +3,12 @@
     python3 dev.py paper-runs                 # every experiment marked to run by default
     python3 dev.py paper-runs NAME [NAME...]  # only these
     python3 dev.py paper-runs --list          # names, settings and estimated cost
+    python3 dev.py paper-runs NAME --workers 2  # shards in 2 processes (one torch thread each)
 
 Each experiment is a :class:`ccmc_lite.core.Sweep` at the paper's settings; it is run
-in this process (one batched program per shard, one torch thread) and written with
+in this process (one batched program per shard, one torch thread), or with ``--workers N``
+in a pool of N processes (``concurrent.futures``, spawn; sharding never changes a run), and
+written with
 :func:`ccmc_lite.core.save_stored` to ``ccmc_lite/data/paper_runs/NAME.json`` with its
 provenance (package and torch versions, date, machine, device, wall time, this command).
 The chapters read the files with :func:`ccmc_lite.core.load_stored`;
@@ -16,8 +19,11 @@ declared here and re-runs a short prefix of one of them.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,10 +118,11 @@ def _markov(
     depth: int,
     estimate: str,
     source: str = "Makkuva et al. 2024, Fig. 4 at the settings of Table 2",
+    shard_size: int = 3,
 ) -> Experiment:
     settings = {**TABLE2, "tied": tied, "depth": depth}
     runs = [{"p": p, "q": q, "seed_index": s} for p, q in cells for s in range(3)]
-    return _markov_sweep(name, settings, runs, source, estimate)
+    return _markov_sweep(name, settings, runs, source, estimate, shard_size)
 
 
 def _multistate(name: str, ps: list[float], tied: bool, estimate: str) -> Experiment:
@@ -129,14 +136,14 @@ def _multistate(name: str, ps: list[float], tied: bool, estimate: str) -> Experi
 
 
 def _markov_sweep(
-    name: str, settings: dict, runs: list[dict], source: str, estimate: str
+    name: str, settings: dict, runs: list[dict], source: str, estimate: str, shard_size: int = 3
 ) -> Experiment:
     return Experiment(
         Sweep(name, "ccmc_lite.markov.runs:sweep_task", settings, runs, seed=0),
         source,
         estimate,
         default=False,
-        shard_size=3,
+        shard_size=shard_size,
     )
 
 
@@ -185,6 +192,15 @@ EXPERIMENTS: dict[str, Experiment] = {
             "the last shard, alone on a core, 21 min (3 shards of 3 runs, 8000 steps each)",
         ),
         _markov(
+            "p2_fig4_untied_paper",
+            [(0.2, 0.3), (0.5, 0.8), (0.7, 0.9)],
+            tied=False,
+            depth=1,
+            estimate="measured: 36 min wall with --workers 2 on a 2-core machine (shards of "
+            "5 and 4 runs, 8000 steps each: 36 and 30 min)",
+            shard_size=5,
+        ),
+        _markov(
             "p2_depth_paper",
             [(0.5, 0.8)],
             tied=True,
@@ -217,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", help="experiments to run (default: the default set)")
     parser.add_argument("--list", action="store_true", help="list the experiments and exit")
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the .json files")
+    parser.add_argument("--workers", type=int, default=1, help="processes running the shards")
     args = parser.parse_args(argv)
     if args.list:
         for name, e in EXPERIMENTS.items():
@@ -227,16 +244,25 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown experiments {unknown}; known: {sorted(EXPERIMENTS)}")
     names = args.names or [n for n, e in EXPERIMENTS.items() if e.default]
+    if args.workers < 1:
+        parser.error(f"--workers must be at least 1; got {args.workers}")
     torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"  # spawned workers start with one thread too
+    pool = None
+    if args.workers > 1:
+        spawn = multiprocessing.get_context("spawn")  # a forked torch process can deadlock
+        pool = ProcessPoolExecutor(max_workers=args.workers, mp_context=spawn)
     for name in names:
         e = EXPERIMENTS[name]
         print(f"[paper-runs] {name}: {e.source}; expected {e.estimate}", flush=True)
         start = time.perf_counter()
-        result = run_sweep(e.sweep, shard_size=e.shard_size)
+        result = run_sweep(e.sweep, shard_size=e.shard_size, executor=pool)
         path = save_stored(
             result, args.out / f"{name}.json", command=f"python3 dev.py paper-runs {name}"
         )
         print(f"[paper-runs] {name}: {time.perf_counter() - start:.0f} s -> {path}", flush=True)
+    if pool is not None:
+        pool.shutdown()
     return 0
 
 
