@@ -80,6 +80,30 @@ _KNOWN = {
 }
 
 
+def _core_settings(
+    settings: Any, *, min_steps: int = 1
+) -> tuple[int, int, int, int, float, int, int, Any]:
+    """``S, n, T, steps, lr, batch, head, stop_after`` of a Part III task's settings, checked."""
+    S = check_int("settings['S']", settings["S"], minimum=2)
+    n = check_int("settings['n']", settings["n"], minimum=2)
+    T = check_int("settings['T']", settings["T"], minimum=n)
+    steps = check_int("settings['steps']", settings["steps"], minimum=min_steps)
+    lr = check_float("settings['lr']", settings["lr"], minimum=0.0, open_lower=True)
+    batch = check_int("settings['batch']", settings["batch"], minimum=1)
+    head = check_int("settings['head']", settings.get("head", 20), minimum=1)
+    return S, n, T, steps, lr, batch, head, settings.get("stop_after")
+
+
+def _test_data(
+    task: NGramTask, settings: Any, *, default_seed: int, eps: float = 1e-8
+) -> tuple[torch.Tensor, Any, dict[str, float]]:
+    """The fixed test set's tokens, the ``eval_fn`` on it and its add-``α`` k-gram levels."""
+    n_test = check_int("settings['test_sequences']", settings["test_sequences"], minimum=1)
+    tx, ty = make_test_set(task, n_test, seed=check_seed(settings.get("test_seed", default_seed)))
+    levels = kgram_levels(tx, ty, task.S, tuple(range(1, task.n + 1)), smoothing=task.alpha)
+    return tx, make_eval_fn(tx, ty, eps=eps), levels
+
+
 def sweep_task(
     settings: dict[str, Any],
     runs: list[dict[str, Any]],
@@ -113,14 +137,9 @@ def sweep_task(
     """
     first_run = _check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN)
-    S = check_int("settings['S']", settings["S"], minimum=2)
-    n = check_int("settings['n']", settings["n"], minimum=2)
-    T = check_int("settings['T']", settings["T"], minimum=n)
+    S, n, T, steps, lr, batch, head, stop_after = _core_settings(settings)
     alpha = check_float("settings['alpha']", settings["alpha"], minimum=0.0, open_lower=True)
     heads = check_int("settings['heads']", settings["heads"], minimum=1)
-    steps = check_int("settings['steps']", settings["steps"], minimum=1)
-    lr = check_float("settings['lr']", settings["lr"], minimum=0.0, open_lower=True)
-    batch = check_int("settings['batch']", settings["batch"], minimum=1)
     eval_every = check_int(
         "settings['eval_every']", settings.get("eval_every", max(steps // 64, 1)), minimum=1
     )
@@ -128,18 +147,13 @@ def sweep_task(
         "settings['checkpoint_every']", settings.get("checkpoint_every", 2 * eval_every), minimum=1
     )
     eps = check_float("settings['eps']", settings.get("eps", 1e-8), minimum=0.0, open_lower=True)
-    head = check_int("settings['head']", settings.get("head", 20), minimum=1)
     map_last = check_int("settings['map_last']", settings.get("map_last", 12), minimum=1)
-    stop_after = settings.get("stop_after")
 
     task = NGramTask(S=S, n=n, T=T, alpha=alpha)
     prefix = stop_after is not None
     eval_fn = levels = None
     if not prefix:
-        n_test = check_int("settings['test_sequences']", settings["test_sequences"], minimum=1)
-        tx, ty = make_test_set(task, n_test, seed=check_seed(settings.get("test_seed", 2025)))
-        eval_fn = make_eval_fn(tx, ty, eps=eps)
-        levels = kgram_levels(tx, ty, S, tuple(range(1, n + 1)), smoothing=alpha)
+        _, eval_fn, levels = _test_data(task, settings, default_seed=2025, eps=eps)
     config = TrainConfig(
         steps=steps,
         lr=lr,
@@ -275,19 +289,14 @@ def attention_only_task(
     """
     first_run = _check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN_ATTENTION_ONLY)
-    S = check_int("settings['S']", settings["S"], minimum=2)
-    n = check_int("settings['n']", settings["n"], minimum=2)
-    T = check_int("settings['T']", settings["T"], minimum=n)
+    S, n, T, steps, lr, batch, head, stop_after = _core_settings(settings, min_steps=16)
     alpha = check_float("settings['alpha']", settings["alpha"], minimum=0.0, open_lower=True)
     heads = settings["heads"]
     if not isinstance(heads, (list, tuple)) or not heads:
         raise TypeError(f"settings['heads'] must be a non-empty list of ints; got {heads!r}")
     heads = [check_int("settings['heads'] entry", h, minimum=1) for h in heads]
     embedding = check_choice("settings['embedding']", settings["embedding"], ("onehot", "learned"))
-    steps = check_int("settings['steps']", settings["steps"], minimum=16)
-    lr = check_float("settings['lr']", settings["lr"], minimum=0.0, open_lower=True)
     wd = check_float("settings['weight_decay']", settings["weight_decay"], minimum=0.0)
-    batch = check_int("settings['batch']", settings["batch"], minimum=1)
     eval_every = check_int(
         "settings['eval_every']", settings.get("eval_every", max(steps // 64, 1)), minimum=1
     )
@@ -295,17 +304,12 @@ def attention_only_task(
         "settings['checkpoint_every']", settings.get("checkpoint_every", steps // 16), minimum=1
     )
     n_maps = check_int("settings['map_sequences']", settings.get("map_sequences", 256), minimum=1)
-    head = check_int("settings['head']", settings.get("head", 20), minimum=1)
-    stop_after = settings.get("stop_after")
 
     task = NGramTask(S=S, n=n, T=T, alpha=alpha)
     prefix = stop_after is not None
     eval_fn = levels = tx = None
     if not prefix:
-        n_test = check_int("settings['test_sequences']", settings["test_sequences"], minimum=1)
-        tx, ty = make_test_set(task, n_test, seed=check_seed(settings.get("test_seed", 7)))
-        eval_fn = make_eval_fn(tx, ty)
-        levels = kgram_levels(tx, ty, S, tuple(range(1, n + 1)), smoothing=alpha)
+        tx, eval_fn, levels = _test_data(task, settings, default_seed=7)
     config = TrainConfig(
         steps=steps,
         lr=lr,
@@ -386,20 +390,13 @@ def plateau_task(
     """
     first_run = _check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN_PLATEAU)
-    S = check_int("settings['S']", settings["S"], minimum=2)
-    n = check_int("settings['n']", settings["n"], minimum=2)
-    T = check_int("settings['T']", settings["T"], minimum=n)
+    S, n, T, steps, lr, batch, head, stop_after = _core_settings(settings)
     heads = check_int("settings['heads']", settings["heads"], minimum=1)
-    steps = check_int("settings['steps']", settings["steps"], minimum=1)
-    lr = check_float("settings['lr']", settings["lr"], minimum=0.0, open_lower=True)
-    batch = check_int("settings['batch']", settings["batch"], minimum=1)
     ck_every = check_int(
         "settings['checkpoint_every']",
         settings.get("checkpoint_every", max(steps // 128, 1)),
         minimum=1,
     )
-    head = check_int("settings['head']", settings.get("head", 20), minimum=1)
-    stop_after = settings.get("stop_after")
     lengths, alphas = [], []
     for i, rec in enumerate(runs):
         check_instance(f"runs[{i}]", rec, dict)
