@@ -105,6 +105,8 @@ def test_snapshot_compares_by_name_with_tolerances(tmp_path):
     assert snap.changed(here, atol=0.0) == ["err", "label", "new", "gone"]
     assert snap.changed(here, ignore=("ne*", "go*")) == ["label"]
     assert [r[0] for r in snap.rows(here, ignore=("*e*",))] == ["a", "n"]
+    assert snap.summary(here) == {"values": 5, "moved": "label, new, gone", "minutes": 12.5 / 60}
+    assert snap.summary(here, ignore=("ne*", "go*", "label"))["moved"] == "none"
     table = snap.table(here).splitlines()
     assert len(table) == 1 + 6
     assert table[3].startswith("* label") and table[1].startswith("  a")

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .stored import _machine, _package_version
+from .stored import _json_stems, _machine, _package_version
 from .validation import check_choice, check_float, check_instance
 
 __all__ = ["ChapterSnapshot", "Claims", "load_snapshot", "save_snapshot", "snapshot_names"]
@@ -191,18 +191,7 @@ class ChapterSnapshot:
         round-off errors such as ``1e-16`` against ``3e-16`` from counting); booleans and
         strings when they are not equal; a name glued by only one run counts as changed.
         """
-        rtol = check_float("rtol", rtol, minimum=0.0)
-        atol = check_float("atol", atol, minimum=0.0)
-        out = []
-        for name, a, b in self.rows(values, ignore=ignore):
-            if a is None or b is None:
-                out.append(name)
-            elif isinstance(a, (bool, str)) or isinstance(b, (bool, str)):
-                if a != b:
-                    out.append(name)
-            elif abs(a - b) > max(atol, rtol * max(abs(a), abs(b))):
-                out.append(name)
-        return out
+        return _moved(self.rows(values, ignore=ignore), rtol, atol)
 
     def claims(
         self, values: Mapping[str, Any], checks: Mapping[str, Callable[[Mapping], bool]]
@@ -222,12 +211,25 @@ class ChapterSnapshot:
             held[str(name)] = (bool(test(here)), bool(test(self.values)))
         return Claims(held)
 
+    def summary(
+        self, values: Mapping[str, Any], *, ignore: Sequence[str] = (), rtol: float = 0.1
+    ) -> dict[str, Any]:
+        """What a page quotes about its snapshot: ``values`` (how many the paper-profile run
+        glued), ``moved`` (the names that changed, comma-separated, or ``"none"``) and
+        ``minutes`` (the run's wall time)."""
+        moved = self.changed(values, rtol=rtol, ignore=ignore)
+        return {
+            "values": len(self.values),
+            "moved": ", ".join(moved) or "none",
+            "minutes": self.provenance["wall_seconds"] / 60,
+        }
+
     def table(
         self, values: Mapping[str, Any], *, ignore: Sequence[str] = (), rtol: float = 0.1
     ) -> str:
         """The two profiles side by side, one glued name per line; ``*`` marks a change."""
         rows = self.rows(values, ignore=ignore)
-        moved = set(self.changed(values, rtol=rtol, ignore=ignore))
+        moved = set(_moved(rows, rtol, 1e-9))
         width = max([len(r[0]) for r in rows] + [4])
         lines = [f"  {'name':{width}s} {'this run':>14s} {'paper profile':>14s}"]
         for name, a, b in rows:
@@ -236,16 +238,25 @@ class ChapterSnapshot:
         return "\n".join(lines)
 
 
+def _moved(rows: list[tuple[str, Any, Any]], rtol: float, atol: float) -> list[str]:
+    """The names of ``rows`` whose two values differ (see :meth:`ChapterSnapshot.changed`)."""
+    rtol = check_float("rtol", rtol, minimum=0.0)
+    atol = check_float("atol", atol, minimum=0.0)
+    out = []
+    for name, a, b in rows:
+        if a is None or b is None:
+            out.append(name)
+        elif isinstance(a, (bool, str)) or isinstance(b, (bool, str)):
+            if a != b:
+                out.append(name)
+        elif abs(a - b) > max(atol, rtol * max(abs(a), abs(b))):
+            out.append(name)
+    return out
+
+
 def snapshot_names() -> list[str]:
     """The chapters (``"part1/02_..."``) with a snapshot shipped in the package."""
-    folder = resources.files("ccmc_lite").joinpath(_DATA)
-    if not folder.is_dir():
-        return []
-    return sorted(
-        p.name[: -len(".json")].replace("__", "/")
-        for p in folder.iterdir()
-        if p.name.endswith(".json")
-    )
+    return [stem.replace("__", "/") for stem in _json_stems(_DATA)]
 
 
 def save_snapshot(

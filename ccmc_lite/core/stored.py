@@ -162,12 +162,17 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"cannot store a value of type {type(value).__name__}")
 
 
-def stored_names() -> list[str]:
-    """Names of the stored runs that ship with the package."""
-    folder = resources.files("ccmc_lite").joinpath(_DATA)
+def _json_stems(data: str) -> list[str]:
+    """Sorted stems of the ``.json`` files in the package folder ``data`` (none: ``[]``)."""
+    folder = resources.files("ccmc_lite").joinpath(data)
     if not folder.is_dir():
         return []
     return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def stored_names() -> list[str]:
+    """Names of the stored runs that ship with the package."""
+    return _json_stems(_DATA)
 
 
 def load_stored(name: str, *, path: str | os.PathLike[str] | None = None) -> StoredRun:
