@@ -9,9 +9,9 @@ measures, in one process and interleaved so that machine load affects all of the
 * the step itself (``ccmc_lite.markov.train_markov``, one run, forward + backward + Adam);
 * the machine's *compute peak*: a large float32 matmul (GFLOP/s);
 * the machine's *memory peak*: a large tensor copy (GB/s, read + write);
-* the step's work, counted by running one forward + backward under a
-  ``TorchDispatchMode`` that records every ATen operation: FLOPs of the matrix products
-  (``torch.utils.flop_counter``), element-wise operations (one FLOP per output element,
+* the step's work, counted by running one forward + backward under
+  ``ccmc_lite.core.count_work`` (counters over every ATen operation): FLOPs of the matrix
+  products (``torch.utils.flop_counter``), element-wise operations (one FLOP per output element,
   exponentials included) and bytes moved (every operand read once and every result written
   once, i.e. no cache reuse: an upper bound on the traffic of this implementation).
 
@@ -31,9 +31,8 @@ import os
 import time
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
 
+from ccmc_lite.core import count_work
 from ccmc_lite.markov import (
     binary_kernel,
     build_model,
@@ -69,43 +68,14 @@ def copy_peak(n_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
     return 2 * n_bytes / _best_of(lambda: dst.copy_(src), repeats)
 
 
-class _Traffic(TorchDispatchMode):
-    """Count element-wise FLOPs and the bytes every ATen operation reads and writes."""
-
-    MATMUL_OPS = ("mm", "bmm", "addmm", "baddbmm", "matmul", "_scaled_dot_product")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bytes = 0
-        self.elementwise_flops = 0
-
-    METADATA_OPS = (torch.ops.aten.detach.default, torch.ops.aten.alias.default)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if getattr(func, "is_view", False) or func in self.METADATA_OPS:
-            return out  # no data moved
-        leaves = torch.utils._pytree.tree_leaves
-        tensors = [t for t in leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
-        moved = sum(t.numel() * t.element_size() for t in tensors)
-        name = str(func)
-        self.bytes += moved
-        if not any(op in name for op in self.MATMUL_OPS):
-            results = [t for t in leaves(out) if isinstance(t, torch.Tensor)]
-            self.elementwise_flops += sum(t.numel() for t in results)
-        return out
-
-
 def work_of(fn) -> dict[str, float]:
-    """FLOPs and bytes of ``fn()`` (e.g. one forward + backward), counted per ATen operation."""
-    counter = FlopCounterMode(display=False)
-    traffic = _Traffic()
-    with counter, traffic:
-        fn()
+    """FLOPs and bytes of ``fn()`` (e.g. one forward + backward): ``ccmc_lite.core.count_work``."""
+    work = count_work(fn)
     return {
-        "matmul_flops": float(counter.get_total_flops()),
-        "elementwise_flops": float(traffic.elementwise_flops),
-        "bytes": float(traffic.bytes),
+        "matmul_flops": work.matmul_flops,
+        "elementwise_flops": work.elementwise_flops,
+        "bytes": work.bytes,
+        "ops": float(work.ops),
     }
 
 

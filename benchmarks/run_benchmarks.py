@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ccmc_lite.core.stored import _machine
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results.json"
@@ -87,7 +89,9 @@ def main() -> None:
     args = parser.parse_args()
     only = {s for s in args.only.split(",") if s}
     results: dict[str, object] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "machine": f"{_machine()}, Python {platform.python_version()}",
+        # glibc allocator tunables (dev.py sets them): they change speed, never numbers
+        "allocator_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "quick": args.quick,
     }

@@ -1338,6 +1338,29 @@ def build_table() -> list[Entry]:
     )
     add(E("ngram.unmatched_mass", a(batch, "obj", "batch"), a(2, "int", "k")))
     add(E("core.makespan", a([3.0, 2.0, 1.0], "obj", "shard_seconds"), a(2, "int", "workers")))
+    work = core.Work(matmul_flops=2e3, elementwise_flops=1e3, bytes=8e3, ops=12)
+    add(E("core.count_work", a(lambda: torch.ones(3).exp(), "callable", "fn")))
+    add(E("core.roofline_seconds", a(work, "obj", "work"), a(core.H100_SXM, "obj", "hardware"),
+          runs=a(4, "int")))  # fmt: skip
+    add(
+        E(
+            "core.Work",
+            a(2e3, "nonneg", "matmul_flops"),
+            a(1e3, "nonneg", "elementwise_flops"),
+            a(8e3, "nonneg", "bytes"),
+            a(12, "count", "ops", huge=False),
+        )
+    )
+    add(
+        E(
+            "core.Hardware",
+            a("a machine", "fixed"),
+            a(1e12, "pos", "flops_per_s"),
+            a(1e11, "pos", "bytes_per_s"),
+            a(1e-6, "nonneg", "seconds_per_op"),
+            a("", "fixed"),
+        )
+    )
     # --- stored paper-setting runs of Part III (issue 13)
     p3_settings = {
         "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,

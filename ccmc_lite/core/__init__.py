@@ -6,6 +6,7 @@ Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for all parts),
 :mod:`~ccmc_lite.core.training` (R independent runs as one batched program),
 :mod:`~ccmc_lite.core.sweeps` (sweeps as shards for any executor, Dask included),
+:mod:`~ccmc_lite.core.costs` (the work of a step and its roofline lower bound),
 :mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package),
 :mod:`~ccmc_lite.core.snapshots` (chapters run at the paper profile: the numbers they quote),
 :mod:`~ccmc_lite.core.progress` (a text progress bar), :mod:`~ccmc_lite.core.plotting`
@@ -24,6 +25,7 @@ from . import (
     chains,
     training,
     sweeps,
+    costs,
     stored,
     snapshots,
     progress,
@@ -38,6 +40,7 @@ from .profiles import *  # noqa: F403
 from .chains import *  # noqa: F403
 from .training import *  # noqa: F403
 from .sweeps import *  # noqa: F403
+from .costs import *  # noqa: F403
 from .stored import *  # noqa: F403
 from .snapshots import *  # noqa: F403
 from .progress import *  # noqa: F403
@@ -53,6 +56,7 @@ __all__ = [
     *chains.__all__,
     *training.__all__,
     *sweeps.__all__,
+    *costs.__all__,
     *stored.__all__,
     *snapshots.__all__,
     *progress.__all__,

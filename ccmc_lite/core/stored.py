@@ -52,9 +52,26 @@ def _package_version() -> str:
     return __version__
 
 
+def _cpu_model() -> str:
+    """The processor's name (``model name`` of ``/proc/cpuinfo`` on Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def _machine() -> str:
+    """Architecture, processor, cores and OS (and the GPU): where a stored run was made.
+
+    The processor matters: float32 kernels differ between CPU families (MKL picks other
+    code paths on AMD than on Intel), so results match bit for bit only on the same kind.
+    """
     cores = os.cpu_count() or 0
-    text = f"{platform.machine()}, {cores} cores, {platform.system()}"
+    text = f"{platform.machine()}, {_cpu_model()}, {cores} cores, {platform.system()}"
     if torch.cuda.is_available():
         text += f", {torch.cuda.get_device_name(0)}"
     return text
