@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from ccmc_lite.core import count_work
+from ccmc_lite.core import Hardware, Work, count_work, roofline_seconds, roofline_terms
 from ccmc_lite.markov import (
     binary_kernel,
     build_model,
@@ -68,24 +68,18 @@ def copy_peak(n_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
     return 2 * n_bytes / _best_of(lambda: dst.copy_(src), repeats)
 
 
-def work_of(fn) -> dict[str, float]:
-    """FLOPs and bytes of ``fn()`` (e.g. one forward + backward): ``ccmc_lite.core.count_work``."""
-    work = count_work(fn)
-    return {
-        "matmul_flops": work.matmul_flops,
-        "elementwise_flops": work.elementwise_flops,
-        "bytes": work.bytes,
-        "ops": float(work.ops),
-    }
+def this_machine(flops_peak: float, bytes_peak: float) -> Hardware:
+    """This machine's measured peaks as a ``Hardware`` (no per-operation cost counted)."""
+    return Hardware("this machine, one core", flops_peak, bytes_peak, 0.0, "measured here")
 
 
-def run_step_limit(fn, repeats: int = 3) -> dict[str, float]:
+def run_step_limit(fn, repeats: int = 3) -> dict[str, object]:
     """Roofline limit of ``fn()`` on this machine (one core): seconds, and the work counted.
 
     ``limit_s = max(FLOPs / matmul peak, bytes / copy peak)``; the bytes assume no cache
     reuse, so a fused implementation could go below it, never below ``flop_limit_s``.
     """
-    work = work_of(fn)
+    work = count_work(fn)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -93,20 +87,16 @@ def run_step_limit(fn, repeats: int = 3) -> dict[str, float]:
         bytes_peak = max(copy_peak() for _ in range(repeats))
     finally:
         torch.set_num_threads(threads)
-    flops = work["matmul_flops"] + work["elementwise_flops"]
-    return {
-        **work,
-        "flop_limit_s": flops / flops_peak,
-        "limit_s": max(flops / flops_peak, work["bytes"] / bytes_peak),
-    }
+    terms = roofline_terms(work, this_machine(flops_peak, bytes_peak))
+    return {"work": work, "flop_limit_s": terms["arithmetic"], "limit_s": max(terms.values())}
 
 
-def step_work(model: torch.nn.Module, x: torch.Tensor) -> dict[str, float]:
-    """FLOPs and bytes of one forward + backward of ``model`` on the batch ``x``."""
-    return work_of(lambda: next_token_loss(model, x).backward())
+def step_work(model: torch.nn.Module, x: torch.Tensor) -> Work:
+    """The work of one forward + backward of ``model`` on the batch ``x``."""
+    return count_work(lambda: next_token_loss(model, x).backward())
 
 
-def ideal_attention_work(batch: int, n: int, head: int) -> dict[str, float]:
+def ideal_attention_work(batch: int, n: int, head: int) -> Work:
     """Minimum work of exact causal attention, forward + backward (about 3x the forward).
 
     Forward: ``n(n+1)/2`` scores per sequence, each a ``head``-long dot product (2·head FLOPs),
@@ -116,7 +106,8 @@ def ideal_attention_work(batch: int, n: int, head: int) -> dict[str, float]:
     """
     pairs = batch * n * (n + 1) / 2
     forward = pairs * (4 * head + 3)
-    return {"flops": 3 * forward, "bytes": 3 * 4 * 4 * batch * n * head}
+    return Work(matmul_flops=3 * forward, elementwise_flops=0.0,
+                bytes=3 * 4 * 4 * batch * n * head, ops=0)  # fmt: skip
 
 
 def run(quick: bool = False) -> dict[str, float]:
@@ -151,19 +142,20 @@ def _measure(quick: bool) -> dict[str, float]:
         flops_peak = max(flops_peak, matmul_peak(1024 if quick else 2048))
         bytes_peak = max(bytes_peak, copy_peak())
     work = step_work(model, x)
-    flops = work["matmul_flops"] + work["elementwise_flops"]
-    limit = max(flops / flops_peak, work["bytes"] / bytes_peak)
+    machine = this_machine(flops_peak, bytes_peak)
+    terms = roofline_terms(work, machine)
+    limit = max(terms.values())
     ideal = ideal_attention_work(PAPER["batch"], PAPER["N"], PAPER["d"])
-    ideal_limit = max(ideal["flops"] / flops_peak, ideal["bytes"] / bytes_peak)
+    ideal_limit = roofline_seconds(ideal, machine)
     return {
         "paper_step_s": round(step_s, 4),
         "matmul_peak_gflops": round(flops_peak / 1e9, 1),
         "copy_peak_gb_s": round(bytes_peak / 1e9, 1),
-        "step_matmul_gflop": round(work["matmul_flops"] / 1e9, 4),
-        "step_elementwise_gflop": round(work["elementwise_flops"] / 1e9, 4),
-        "step_gb_moved": round(work["bytes"] / 1e9, 3),
+        "step_matmul_gflop": round(work.matmul_flops / 1e9, 4),
+        "step_elementwise_gflop": round(work.elementwise_flops / 1e9, 4),
+        "step_gb_moved": round(work.bytes / 1e9, 3),
         "step_limit_s": round(limit, 4),
-        "step_bound": "memory" if work["bytes"] / bytes_peak > flops / flops_peak else "compute",
+        "step_bound": "memory" if terms["memory traffic"] > terms["arithmetic"] else "compute",
         "achieved_fraction_of_limit": round(limit / step_s, 3),
         "times_from_limit": round(step_s / limit, 2),
         "ideal_fused_attention_limit_s": round(ideal_limit, 5),

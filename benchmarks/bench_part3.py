@@ -94,9 +94,7 @@ def run(quick: bool = False) -> dict:
         "part3_batched_top_ops": top,
         "part3_batched_ms_per_run_step": round(1000 * batched / (seeds * steps), 4),
         "part3_looped_ms_per_run_step": round(looped_ms, 4),
-        "part3_run_step_gflop": round(
-            (limit["matmul_flops"] + limit["elementwise_flops"]) / 1e9, 5
-        ),
+        "part3_run_step_gflop": round(limit["work"].flops / 1e9, 5),
         "part3_run_step_roofline_ms": round(1000 * limit["limit_s"], 4),
         "part3_run_step_flop_limit_ms": round(1000 * limit["flop_limit_s"], 4),
         "part3_sampling_ms_per_run_step": round(sample_ms, 4),

@@ -1342,6 +1342,8 @@ def build_table() -> list[Entry]:
     add(E("core.count_work", a(lambda: torch.ones(3).exp(), "callable", "fn")))
     add(E("core.roofline_seconds", a(work, "obj", "work"), a(core.H100_SXM, "obj", "hardware"),
           runs=a(4, "int")))  # fmt: skip
+    add(E("core.roofline_terms", a(work, "obj", "work"), a(core.H100_SXM, "obj", "hardware"),
+          runs=a(4, "int")))  # fmt: skip
     add(
         E(
             "core.Work",

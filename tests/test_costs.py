@@ -9,7 +9,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccmc_lite.core import H100_SXM, Hardware, Work, count_work, roofline_seconds
+from ccmc_lite.core import (
+    H100_SXM,
+    Hardware,
+    Work,
+    count_work,
+    roofline_seconds,
+    roofline_terms,
+)
 
 MACHINE = Hardware("test machine", flops_per_s=1e9, bytes_per_s=1e8, seconds_per_op=1e-3, source="")
 
@@ -55,6 +62,13 @@ def test_roofline_is_the_largest_of_arithmetic_traffic_and_operations():
     assert roofline_seconds(compute, MACHINE, runs=8) == pytest.approx(8.0)
     assert roofline_seconds(launches, MACHINE, runs=8) == pytest.approx(0.1)
     assert roofline_seconds(launches, MACHINE, runs=10**6) == pytest.approx(10.0)
+
+
+def test_roofline_terms_name_each_bound_and_the_seconds_are_their_largest():
+    work = Work(matmul_flops=1e9, elementwise_flops=0.0, bytes=1e9, ops=100)
+    terms = roofline_terms(work, MACHINE, runs=2)
+    assert terms == pytest.approx({"arithmetic": 2.0, "memory traffic": 20.0, "launches": 0.1})
+    assert roofline_seconds(work, MACHINE, runs=2) == max(terms.values())
 
 
 def test_the_h100_record_holds_the_datasheet_figures():

@@ -31,7 +31,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from .validation import check_callable, check_float, check_instance, check_int, check_size
 
-__all__ = ["H100_SXM", "Hardware", "Work", "count_work", "roofline_seconds"]
+__all__ = ["H100_SXM", "Hardware", "Work", "count_work", "roofline_seconds", "roofline_terms"]
 
 
 @dataclass(frozen=True)
@@ -156,19 +156,29 @@ def count_work(fn: Callable[[], Any]) -> Work:
     )
 
 
-def roofline_seconds(work: Work, hardware: Hardware, runs: int = 1) -> float:
-    """Seconds below which ``runs`` copies of ``work``, batched into one program, cannot run.
+def roofline_terms(work: Work, hardware: Hardware, runs: int = 1) -> dict[str, float]:
+    """The three times that bound ``runs`` batched copies of ``work`` on ``hardware`` (s).
 
-    ``max(runs * flops / flops_per_s, runs * bytes / bytes_per_s, ops * seconds_per_op)``:
-    batching multiplies the arithmetic and the traffic by ``runs`` but keeps the number of
-    operations. It is a lower bound: a real implementation also waits on memory latency,
-    small-kernel inefficiency and synchronisation.
+    ``{"arithmetic": runs * flops / flops_per_s, "memory traffic": runs * bytes /
+    bytes_per_s, "launches": ops * seconds_per_op}``: batching multiplies the arithmetic and
+    the traffic by ``runs`` but keeps the number of operations. The largest term is what
+    bounds the step (:func:`~ccmc_lite.core.roofline_seconds`).
     """
     check_instance("work", work, Work)
     check_instance("hardware", hardware, Hardware)
     runs = check_size("runs", runs)
-    return max(
-        runs * work.flops / hardware.flops_per_s,
-        runs * work.bytes / hardware.bytes_per_s,
-        work.ops * hardware.seconds_per_op,
-    )
+    return {
+        "arithmetic": runs * work.flops / hardware.flops_per_s,
+        "memory traffic": runs * work.bytes / hardware.bytes_per_s,
+        "launches": work.ops * hardware.seconds_per_op,
+    }
+
+
+def roofline_seconds(work: Work, hardware: Hardware, runs: int = 1) -> float:
+    """Seconds below which ``runs`` copies of ``work``, batched into one program, cannot run.
+
+    The largest of :func:`~ccmc_lite.core.roofline_terms`. It is a lower bound: a real
+    implementation also waits on memory latency, small-kernel inefficiency and
+    synchronisation.
+    """
+    return max(roofline_terms(work, hardware, runs).values())
