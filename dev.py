@@ -135,11 +135,37 @@ def cmd_book(args: list[str]) -> None:
     say(f"book built in {time.perf_counter() - start:.0f} s: open _build/html/index.html")
 
 
+def start_test_environments() -> subprocess.Popen:
+    """Create the tests' environments (reader, Binder, floor) in a background process.
+
+    They are pip installs that need only the standard library to drive, one core each, so
+    they run beside ``.venv``'s install instead of after it; the tests wait for them
+    (a file lock in ``tests/book_tools.py``) only if they are not ready yet. The log is
+    ``_build/venvs/prepare.log``; if this fails, the tests retry and report the error.
+    """
+    log_path = ROOT / "_build" / "venvs" / "prepare.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    env.pop("VIRTUAL_ENV", None)
+    with open(log_path, "w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-c", "import book_tools; book_tools.prepare_environments()"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def cmd_test(args: list[str]) -> None:
+    background = start_test_environments()
     ensure_env()
     os.environ["CCMC_CHROMIUM"] = ensure_chromium()
     start = time.perf_counter()
-    run([PY, "-m", "pytest", *args])
+    try:
+        run([PY, "-m", "pytest", *args])
+    finally:
+        background.wait()
     say(f"tests finished in {time.perf_counter() - start:.0f} s")
 
 

@@ -15,6 +15,14 @@ later in the same test session then renders from the cache instead of executing 
 chapter a second time. Chapters run with ``CCMC_BOOK_BUILD=1`` so that glued values reach
 the cache; student notebooks run without it, as a reader's notebook does.
 
+**Training once per session.** The kernels run with ``CCMC_RESULT_CACHE`` pointing at
+``_build/result_cache`` (emptied when the pool starts): every training call
+(:func:`ccmc_lite.core.train_runs`) stores its result there, and a later call with the same
+fingerprint (arguments by value, the package's sources, library versions, thread count and
+global random states; see :mod:`ccmc_lite.core.replay`) replays it. The pool runs all
+chapters before any student notebook, so a student notebook (its chapter less the
+solutions) replays the training its chapter did, and still executes every cell.
+
 **Two kernels at a time, from the start.** :func:`start_pool` (called by ``conftest.py``
 as soon as the tests are collected) executes the selected notebooks in a pool of
 :data:`KERNELS` kernels (each limited to one thread for torch and BLAS), longest first,
@@ -28,6 +36,7 @@ test instead.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import hashlib
 import json
@@ -49,6 +58,10 @@ CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 CELL_TIMEOUT_S = 900
 LOCK = ROOT / "requirements" / "lock.txt"
 READER_VENV = BUILD_DIR / "venvs" / "reader"
+#: Where the notebook kernels store and replay training results (``ccmc_lite.core.replay``;
+#: the name of the variable is repeated here so that this module imports without the package).
+RESULT_CACHE_DIR = BUILD_DIR / "result_cache"
+RESULT_CACHE_ENV = "CCMC_RESULT_CACHE"
 KERNELS = int(os.environ.get("CCMC_TEST_KERNELS", "2"))
 SETUP_SOURCE = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
 
@@ -171,10 +184,46 @@ def install_package(python: Path, *pip_args: str) -> None:
 _READER_LOCK = threading.Lock()
 
 
+@contextlib.contextmanager
+def _venv_lock(name: str):
+    """Hold ``_build/venvs/.<name>.lock`` (an ``flock``) while an environment is made or checked.
+
+    ``dev.py test`` creates the environments in a second process while it installs
+    ``.venv`` (see :func:`prepare_environments`); the tests then wait here for it instead of
+    creating the same environment a second time. Without ``fcntl`` (Windows) only the
+    threads of one process are kept apart.
+    """
+    path = BUILD_DIR / "venvs" / f".{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            import fcntl
+        except ImportError:
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def ensure_reader_venv() -> Path:
-    """The reader's environment (thread-safe: the notebook pool and the tests share it)."""
-    with _READER_LOCK:
+    """The reader's environment (thread- and process-safe: the pool, the tests and
+    ``dev.py``'s background set-up share it)."""
+    with _READER_LOCK, _venv_lock("reader"):
         return _ensure_reader_venv()
+
+
+def prepare_environments() -> None:
+    """Create (or refresh) the reader's, Binder's and the floor's environments.
+
+    ``python3 dev.py test`` runs this in a background process while it installs ``.venv``:
+    each environment is a pip install of a minute or so on one core, so the set-up of
+    both runs on both cores instead of the reader's delaying the first notebook.
+    """
+    ensure_binder_venv()  # the reader's first
+    ensure_floor_venv()
 
 
 def _ensure_reader_venv() -> Path:
@@ -237,6 +286,11 @@ def ensure_binder_venv() -> Path:
     Returns the environment's Python; run JupyterLab with :func:`binder_env`.
     """
     reader = ensure_reader_venv()
+    with _venv_lock("binder"):
+        return _ensure_binder_venv(reader)
+
+
+def _ensure_binder_venv(reader: Path) -> Path:
     python = venv_python(BINDER_VENV)
     stamp = BINDER_VENV / ".ccmc-env-stamp"
     want = _digest(
@@ -375,8 +429,10 @@ def execute_in_reader_kernel(nb, name: str, cwd: Path, book_build: bool) -> Exec
     )
     start = time.perf_counter()
     error = None
+    env = reader_env(book_build)
+    env[RESULT_CACHE_ENV] = str(RESULT_CACHE_DIR)  # see start_pool
     try:
-        client.execute(env=reader_env(book_build))
+        client.execute(env=env)
     except CellExecutionError as err:
         index = next(
             (i for i, c in enumerate(nb.cells) if c.cell_type == "code" and _has_error(c)), None
@@ -470,11 +526,14 @@ def start_pool(extra: tuple[str, Path] | None = None) -> None:
     """Submit every selected notebook (and ``extra``) that is not yet queued, longest first."""
     global _EXECUTOR
     if _EXECUTOR is None:
+        shutil.rmtree(RESULT_CACHE_DIR, ignore_errors=True)  # replays come from this session only
         _EXECUTOR = concurrent.futures.ThreadPoolExecutor(KERNELS, "ccmc-kernel")
     jobs = [k for k in SELECTED if k not in _POOL]
     if extra is not None and extra not in _POOL and extra not in jobs:
         jobs.append(extra)
-    jobs.sort(key=lambda k: -_expected_seconds(*k))  # longest first: shortest tail
+    # Chapters first, longest first (shortest tail); then the student notebooks, which
+    # replay their chapter's training from the result cache instead of training again.
+    jobs.sort(key=lambda k: (k[0] == "student", -_expected_seconds(*k)))
     for job in jobs:
         _POOL[job] = _EXECUTOR.submit(_run_job, *job)
 
@@ -572,6 +631,11 @@ def ensure_floor_venv() -> Path:
     The package itself is not installed: the floor run imports it from this checkout.
     The floors actually installed are written to ``floor.json`` in the environment.
     """
+    with _venv_lock("floor"):
+        return _ensure_floor_venv()
+
+
+def _ensure_floor_venv() -> Path:
     python = venv_python(FLOOR_VENV)
     stamp = FLOOR_VENV / ".ccmc-env-stamp"
     tools = [lock_pin(t) for t in FLOOR_TOOLS]

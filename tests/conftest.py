@@ -1,13 +1,15 @@
 """Shared pytest configuration.
 
-* The book and Binder tests (markers ``book``, ``binder``) run last: the build they use
-  renders from the cache that the chapter tests (marker ``chapter``) fill. The minimum
-  versions tests (marker ``floor``) run after the unit tests, before the chapters.
+* The book and Binder tests (markers ``book``, ``binder``) run after the chapter tests
+  (marker ``chapter``): the build they use renders from the cache those fill. They run
+  before the student-notebook tests (marker ``student``), so that the build and the
+  browser work while the kernels still execute student notebooks. The minimum versions
+  tests (marker ``floor``) run after the unit tests, before the chapters.
 * The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
   selection are handed to ``book_tools``, whose pool starts executing them in the reader's
   environment, two kernels at a time, right after collection, while the unit tests run.
 * Chapter run times are written to ``_build/chapter_timings.json`` for the benchmarks and
-  the instructor page.
+  the instructor page; student-notebook run times to ``_build/student_timings.json``.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ from book_tools import BUILD_DIR, HTML_DIR, ROOT  # noqa: E402
 
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
+        if item.get_closest_marker("student"):
+            return 4  # last: the pool runs them after every chapter
         if item.get_closest_marker("book") or item.get_closest_marker("binder"):
             return 3  # after the chapters: the build renders from the cache they fill
-        if any(item.get_closest_marker(m) for m in ("chapter", "student", "reader")):
+        if any(item.get_closest_marker(m) for m in ("chapter", "reader")):
             return 2
         if item.get_closest_marker("floor"):
             return 1
@@ -72,16 +76,26 @@ def pytest_sessionfinish(session, exitstatus):
     book_tools.shutdown_pool()
 
 
-@pytest.fixture(scope="session")
-def chapter_timings():
+def _recorded_timings(name: str):
+    """Collect ``{notebook: seconds}`` during the session; merge them into ``_build/<name>``."""
     timings: dict[str, float] = {}
     yield timings
     if timings:
         BUILD_DIR.mkdir(exist_ok=True)
-        path = BUILD_DIR / "chapter_timings.json"
+        path = BUILD_DIR / name
         old = json.loads(path.read_text()) if path.exists() else {}
         old.update({k: round(v, 2) for k, v in timings.items()})
         path.write_text(json.dumps(old, indent=2, sort_keys=True))
+
+
+@pytest.fixture(scope="session")
+def chapter_timings():
+    yield from _recorded_timings("chapter_timings.json")
+
+
+@pytest.fixture(scope="session")
+def student_timings():
+    yield from _recorded_timings("student_timings.json")
 
 
 @pytest.fixture(scope="session")

@@ -1340,6 +1340,9 @@ def build_table() -> list[Entry]:
     add(E("core.makespan", a([3.0, 2.0, 1.0], "obj", "shard_seconds"), a(2, "int", "workers")))
     work = core.Work(matmul_flops=2e3, elementwise_flops=1e3, bytes=8e3, ops=12)
     add(E("core.count_work", a(lambda: torch.ones(3).exp(), "callable", "fn")))
+    # every object has an answer (a digest, or None when it cannot be identified by value)
+    add(E("core.fingerprint", a((1, torch.ones(2), "x"), "fixed")))
+    add(E("core.replayable", a(lambda x: x, "callable", "fn")))
     add(E("core.roofline_seconds", a(work, "obj", "work"), a(core.H100_SXM, "obj", "hardware"),
           runs=a(4, "int")))  # fmt: skip
     add(E("core.roofline_terms", a(work, "obj", "work"), a(core.H100_SXM, "obj", "hardware"),

@@ -72,13 +72,15 @@ def test_student_version_of_chapter(chapter: Path, tmp_path: Path):
 
 @pytest.mark.student
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
-def test_student_notebook_runs_in_the_readers_environment(chapter: Path):
+def test_student_notebook_runs_in_the_readers_environment(chapter: Path, student_timings):
     """The student notebook as handed out runs top to bottom where only ``pip install`` ran.
 
     It runs in ``_build/venvs/reader`` without ``CCMC_BOOK_BUILD`` (as on a student's
-    machine), and every checker says that the exercise is not solved yet.
+    machine), and every checker says that the exercise is not solved yet. Its training calls
+    replay what its chapter's run stored when their inputs are identical (``book_tools``).
     """
     executed = notebook_result("student", chapter).check()
+    student_timings[str(chapter.relative_to(ROOT))] = executed.seconds
     reports = [cell_text(c) for c in executed.code_cells() if CHECK_CALL.search(c.source)]
     assert reports, f"{chapter.name}: no checker cells were executed"
     for report in reports:

@@ -5,6 +5,7 @@ Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 (CPU by default, CUDA when present), :mod:`~ccmc_lite.core.profiles` (the ``book``/``paper``
 switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for all parts),
 :mod:`~ccmc_lite.core.training` (R independent runs as one batched program),
+:mod:`~ccmc_lite.core.replay` (an opt-in result cache that replays a training call),
 :mod:`~ccmc_lite.core.sweeps` (sweeps as shards for any executor, Dask included),
 :mod:`~ccmc_lite.core.costs` (the work of a step and its roofline lower bound),
 :mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package),
@@ -23,6 +24,7 @@ from . import (
     devices,
     profiles,
     chains,
+    replay,
     training,
     sweeps,
     costs,
@@ -38,6 +40,7 @@ from .seeding import *  # noqa: F403
 from .devices import *  # noqa: F403
 from .profiles import *  # noqa: F403
 from .chains import *  # noqa: F403
+from .replay import *  # noqa: F403
 from .training import *  # noqa: F403
 from .sweeps import *  # noqa: F403
 from .costs import *  # noqa: F403
@@ -54,6 +57,7 @@ __all__ = [
     *devices.__all__,
     *profiles.__all__,
     *chains.__all__,
+    *replay.__all__,
     *training.__all__,
     *sweeps.__all__,
     *costs.__all__,

@@ -47,6 +47,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from .devices import resolve_device
 from .progress import TextProgress
+from .replay import replayable
 from .seeding import derive_seed
 from .validation import (
     DivergenceError,
@@ -390,6 +391,7 @@ def _leading_dim(batch: Batch) -> int:
     raise TypeError(f"batch_fn must return tensors (or tuples/dicts of them); got {type(batch)}")
 
 
+@replayable
 def train_runs(
     make_model: Callable[[], nn.Module],
     loss_fn: Callable[[ModelCall, Batch], torch.Tensor],
@@ -446,6 +448,11 @@ def train_runs(
         infinite, rises more than ``config.max_loss_rise`` times above its first value, or
         its parameters are non-finite after the last update; the message names the step,
         the run and the setting.
+
+    Notes
+    -----
+    With ``$CCMC_RESULT_CACHE`` set, a call whose inputs were seen before returns the
+    stored result (see :mod:`ccmc_lite.core.replay`).
     """
     n_runs = check_size("n_runs", n_runs, limit=10**5)
     first_run = check_int("first_run", first_run, minimum=0)
