@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccmc_lite import TrainConfig, core, ngram, train_runs
+from ccmc_lite import TrainConfig, core, markov, ngram, train_runs
 from ccmc_lite.core.replay import RESULT_CACHE_ENV, fingerprint, replayable
 
 
@@ -148,10 +148,28 @@ def test_fingerprint_of_package_objects_and_what_it_refuses():
     cycle: list = []
     cycle.append(cycle)
     assert fingerprint(cycle) is not None
-    for refused in (Local(1), torch.nn.Linear(2, 2), torch.Generator(), np.array([None])):
+
+    class LocalModel(torch.nn.Module):
+        pass
+
+    for refused in (Local(1), LocalModel(), torch.Generator(), np.array([None])):
         assert fingerprint(refused) is None, refused
     assert fingerprint(random) is None  # a module outside the named ones
     assert fingerprint(torch, np, core) is not None
+
+
+def test_fingerprint_of_a_model_is_its_type_settings_and_parameters():
+    torch.manual_seed(0)
+    a = markov.MarkovTransformer(K=2, d=3, N=4)
+    torch.manual_seed(0)
+    b = markov.MarkovTransformer(K=2, d=3, N=4)
+    assert fingerprint(a) == fingerprint(b) is not None
+    with torch.no_grad():
+        b.pos[0, 0] += 1e-7
+    assert fingerprint(a) != fingerprint(b)
+    torch.manual_seed(0)
+    assert fingerprint(a) != fingerprint(markov.MarkovTransformer(K=2, d=3, N=4, tied=False))
+    assert fingerprint(torch.nn.Linear(2, 2)) is not None
 
 
 def test_fingerprint_tells_apart_what_equality_of_values_would_merge():

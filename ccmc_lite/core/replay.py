@@ -7,17 +7,18 @@ to re-run a chapter in seconds; the book's tests use it so that a student notebo
 chapter less its solutions) replays the training its chapter ran a minute earlier with
 exactly the same inputs. Unset (the default), nothing is read or written.
 
-**What "the same inputs" means.** A call is identified by :func:`fingerprint` of
+**What "the same inputs" means.** A call is identified by :func:`~ccmc_lite.core.fingerprint` of
 
 * every argument, by value: numbers, strings, tensors and arrays (dtype, shape and bytes),
-  containers, dataclasses, the package's own objects (their type and attributes), and
+  containers, dataclasses, the package's own objects and models (their type and
+  attributes, parameters included), and
   functions (their code, defaults, closure cells and the globals the code reads, so a
   notebook's ``lambda: ngram.SimplifiedTransformer(5, T, 2)`` is identified through the
   value of ``T``);
 * the package's source files, the versions of Python, torch and NumPy, the CPU, torch's
   thread count and default dtype;
 * the global random states of ``random``, NumPy and torch, if the call changed them (a
-  replay then leaves them as the real call did; see :func:`replayable`).
+  replay then leaves them as the real call did; see :func:`~ccmc_lite.core.replayable`).
 
 Anything the fingerprint cannot identify (an object of a class defined outside the
 package, torch or NumPy, a generator, an open file) makes the call run normally and store
@@ -75,7 +76,7 @@ def _feed(h: Any, obj: Any, seen: set[int]) -> None:
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
         put(f"tensor:{t.dtype}:{tuple(t.shape)}:{t.device.type}:{t.requires_grad};".encode())
-        data = t.cpu().contiguous()
+        data = t.cpu().contiguous().reshape(-1)  # (numel,)
         put(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
         return
     if isinstance(obj, np.ndarray):
@@ -131,11 +132,13 @@ def _feed(h: Any, obj: Any, seen: set[int]) -> None:
             raise _Unidentifiable(f"{obj!r}, defined outside the package")
         put(f"named:{obj.__module__}.{obj.__qualname__};".encode())
         return
-    if isinstance(obj, torch.nn.Module):
-        raise _Unidentifiable("a module instance (pass a function that builds it)")
     cls = type(obj)
-    if _home(cls) == "ccmc_lite" or (dataclasses.is_dataclass(obj) and _home(cls) in _NAMED_HOMES):
-        # the package's objects (dataclasses, streams, ...): their type and their state
+    if _home(cls) == "ccmc_lite" or (
+        (isinstance(obj, torch.nn.Module) or dataclasses.is_dataclass(obj))
+        and _home(cls) in _NAMED_HOMES
+    ):
+        # the package's objects (dataclasses, streams, models, ...) and torch's modules:
+        # their type and their state (a model's parameters, buffers, submodules and hooks)
         put(f"object:{cls.__module__}.{cls.__qualname__};".encode())
         state = dict(getattr(obj, "__dict__", {}))
         for name in getattr(cls, "__slots__", ()):
