@@ -58,10 +58,13 @@ def cold_ci_run() -> dict[str, object]:
             ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True
         ).stdout.strip()
         ci_s = _timed(["bash", ".ci/run"], clone)
-        timings = {}
+        timings, students = {}, {}
         tfile = clone / "_build" / "chapter_timings.json"
         if tfile.exists():
             timings = json.loads(tfile.read_text())
+        sfile = clone / "_build" / "student_timings.json"  # they replay their chapter's training
+        if sfile.exists():
+            students = json.loads(sfile.read_text())
     out: dict[str, object] = {
         "cold_ci_run_s": ci_s,
         "cold_ci_run_min": round(ci_s / 60, 1),
@@ -69,6 +72,8 @@ def cold_ci_run() -> dict[str, object]:
     }
     for chapter, seconds in sorted(timings.items()):  # book profile, from the chapter tests
         out[f"chapter_book_s[{chapter}]"] = seconds
+    for chapter, seconds in sorted(students.items()):
+        out[f"student_notebook_s[{chapter}]"] = seconds
     if timings:
         out["chapter_book_date"] = time.strftime("%Y-%m-%d %H:%M")
     return out

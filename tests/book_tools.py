@@ -514,7 +514,10 @@ def _expected_seconds(kind: str, path: Path) -> float:
     if not results.exists():
         return 0.0
     data = json.loads(results.read_text())
-    return float(data.get(f"chapter_book_s[{rel(path)}]", 0.0) or 0.0)
+    chapter = data.get(f"chapter_book_s[{rel(path)}]", 0.0)
+    if kind == "student":  # a replaying student notebook's own time, where one was measured
+        return float(data.get(f"student_notebook_s[{rel(path)}]", chapter) or 0.0)
+    return float(chapter or 0.0)
 
 
 def _run_job(kind: str, path: Path) -> ExecutedNotebook:

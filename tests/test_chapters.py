@@ -35,6 +35,9 @@ def test_chapter_executes_cleanly(chapter, chapter_timings):
     stderr = executed.stream_text("stderr")
     assert not FORBIDDEN_STDERR.search(stderr), f"{path.name} wrote to stderr:\n{stderr}"
     stdout = executed.stream_text("stdout")
+    # The pool's result cache is for the student notebooks: a chapter's published output
+    # must come from its own training (no two chapters make the same training call).
+    assert "replayed from the result cache" not in stdout, f"{path.name} replayed a run"
     match = FORBIDDEN_STDOUT.search(stdout)
     assert match is None, f"{path.name} printed {match.group(0)!r}:\n{stdout[-2000:]}"
     # Every chapter imports the package it teaches from.
