@@ -152,7 +152,9 @@ def test_fingerprint_of_package_objects_and_what_it_refuses():
     class LocalModel(torch.nn.Module):
         pass
 
-    for refused in (Local(1), LocalModel(), torch.Generator(), np.array([None])):
+    sparse = torch.eye(2).to_sparse()
+    meta = torch.empty(2, device="meta")
+    for refused in (Local(1), LocalModel(), torch.Generator(), np.array([None]), sparse, meta):
         assert fingerprint(refused) is None, refused
     assert fingerprint(random) is None  # a module outside the named ones
     assert fingerprint(torch, np, core) is not None
@@ -181,6 +183,8 @@ def test_fingerprint_tells_apart_what_equality_of_values_would_merge():
     assert fingerprint((1, 2)) != fingerprint([1, 2])
     assert fingerprint({"a": 1, "b": 2}) == fingerprint({"b": 2, "a": 1})
     assert fingerprint(base.t()) == fingerprint(torch.zeros(3).t())
+    z = torch.tensor([1 + 2j])
+    assert fingerprint(z.conj()) == fingerprint(torch.tensor([1 - 2j])) != fingerprint(z)
 
 
 @given(

@@ -75,6 +75,9 @@ def _feed(h: Any, obj: Any, seen: set[int]) -> None:
         return
     if isinstance(obj, torch.Tensor):
         t = obj.detach()
+        if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
+            raise _Unidentifiable(f"a {t.layout} tensor on {t.device.type}")
+        t = t.resolve_conj().resolve_neg()
         put(f"tensor:{t.dtype}:{tuple(t.shape)}:{t.device.type}:{t.requires_grad};".encode())
         data = t.cpu().contiguous().reshape(-1)  # (numel,)
         put(data.view(torch.uint8).numpy().tobytes() if data.numel() else b"")
