@@ -203,3 +203,15 @@ def test_fingerprint_changes_with_any_element_of_a_tensor(values, index, new):
 def test_replayable_checks_its_argument():
     with pytest.raises(TypeError, match="fn"):
         replayable(3)
+
+
+def test_a_store_that_fails_leaves_the_result_and_no_partial_file(tmp_path, monkeypatch):
+    """E.g. a folder the user may read but not write (a class sharing an instructor's runs)."""
+    monkeypatch.setenv(RESULT_CACHE_ENV, str(tmp_path))
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only folder")
+
+    monkeypatch.setattr(torch, "save", refuse)
+    assert replayable(lambda x: x + 1)(1) == 2
+    assert list(tmp_path.iterdir()) == []
