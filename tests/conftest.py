@@ -4,7 +4,8 @@
   (marker ``chapter``): the build they use renders from the cache those fill. They run
   before the student-notebook tests (marker ``student``), so that the build and the
   browser work while the kernels still execute student notebooks. The minimum versions
-  tests (marker ``floor``) run after the unit tests, before the chapters.
+  tests (marker ``floor``) run after the unit tests, before the chapters; their
+  subprocesses start right after collection, in a background thread.
 * The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
   selection are handed to ``book_tools``, whose pool starts executing them in the reader's
   environment, two kernels at a time, right after collection, while the unit tests run.
@@ -61,6 +62,10 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=rank)  # stable: keeps file order within each group
 
 
+#: The module of tests/test_floor.py once its background runs were started.
+FLOOR_MODULES: list = []
+
+
 def pytest_collection_finish(session):
     """Tell the notebook pool which notebooks the selected tests need (after ``-k``/``-m``)."""
     for item in session.items:
@@ -68,12 +73,19 @@ def pytest_collection_finish(session):
         for kind in ("chapter", "student"):  # both parametrized on ``chapter``
             if item.get_closest_marker(kind) and isinstance(params.get("chapter"), Path):
                 book_tools.SELECTED.append((kind, params["chapter"]))
-    if book_tools.SELECTED and os.environ.get("CCMC_TEST_EARLY_POOL", "1") != "0":
+    early = os.environ.get("CCMC_TEST_EARLY_POOL", "1") != "0"
+    if book_tools.SELECTED and early:
         book_tools.start_pool()  # the kernels work while the unit tests run
+    floor = next((i for i in session.items if i.get_closest_marker("floor")), None)
+    if floor is not None and early:
+        FLOOR_MODULES.append(floor.module)
+        floor.module.start_floor_runs()  # the floor's subprocesses too (tests/test_floor.py)
 
 
 def pytest_sessionfinish(session, exitstatus):
     book_tools.shutdown_pool()
+    for module in FLOOR_MODULES:
+        module.shutdown_floor_runs()
 
 
 def _recorded_timings(name: str):

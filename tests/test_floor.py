@@ -11,6 +11,7 @@ only a changed bound pays for a new one.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
 
@@ -81,32 +82,11 @@ def test_the_floor_environment_has_the_lower_bounds(floor_python):
             assert name in RAISED_BY_TORCH, f"{name} floor {floor} above its bound {bounds[name]}"
 
 
-def test_unit_tests_pass_at_the_floor(floor_python):
+def _unit_command(python) -> list[str]:
     ignore = [f"--ignore=tests/{name}" for name in NOT_UNIT]
-    proc = subprocess.run(
-        [
-            str(floor_python),
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "not (chapter or student or book or binder or floor or reader or slow)",
-            *ignore,
-            "tests",
-        ],
-        cwd=ROOT,
-        env=floor_env(),
-        capture_output=True,
-        text=True,
-    )
-    (BUILD_DIR / "floor-unit-tests.log").write_text(proc.stdout + proc.stderr)
-    assert proc.returncode == 0, (
-        "unit tests fail with the runtime dependencies at their lower bounds "
-        f"(raise the bound that is not true):\n{proc.stdout[-5000:]}{proc.stderr[-2000:]}"
-    )
+    marks = "not (chapter or student or book or binder or floor or reader or slow)"
+    return [str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", marks,
+            *ignore, "tests"]  # fmt: skip
 
 
 DRIVER = """
@@ -119,16 +99,62 @@ print("ran", sum(c.cell_type == "code" for c in nb.cells), "code cells")
 """
 
 
-@pytest.mark.parametrize("chapter", FLOOR_CHAPTERS, ids=lambda p: p.stem)
-def test_chapter_runs_at_the_floor(floor_python, chapter):
-    """The kernel is the floor environment's own Python (its ``python3`` kernelspec)."""
-    proc = subprocess.run(
-        [str(floor_python), "-c", DRIVER, str(chapter), str(CELL_TIMEOUT_S), str(chapter.parent)],
-        cwd=ROOT,
-        env=floor_env(),
-        capture_output=True,
-        text=True,
+def _chapter_command(python, chapter) -> list[str]:
+    return [str(python), "-c", DRIVER, str(chapter), str(CELL_TIMEOUT_S), str(chapter.parent)]
+
+
+# The floor's runs are subprocesses of a few minutes: they start in a background thread as
+# soon as the tests are collected (conftest.py), beside the notebook pool and the unit
+# tests, and each test below waits for its own run. (The main process would otherwise run
+# them one after the other after the unit tests, and start the book build later.)
+_RUNS: dict[str, concurrent.futures.Future] = {}
+_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _run(name: str) -> subprocess.CompletedProcess:
+    python = ensure_floor_venv()
+    if name == "unit":
+        cmd = _unit_command(python)
+    else:
+        cmd = _chapter_command(python, next(c for c in FLOOR_CHAPTERS if c.stem == name))
+    proc = subprocess.run(cmd, cwd=ROOT, env=floor_env(), capture_output=True, text=True)
+    if name == "unit":
+        (BUILD_DIR / "floor-unit-tests.log").write_text(proc.stdout + proc.stderr)
+    return proc
+
+
+def start_floor_runs() -> None:
+    """Queue the floor's unit-test run and chapter runs (once), one subprocess at a time."""
+    global _EXECUTOR
+    if _EXECUTOR is not None:
+        return
+    _EXECUTOR = concurrent.futures.ThreadPoolExecutor(1, "ccmc-floor")
+    for name in ("unit", *(c.stem for c in FLOOR_CHAPTERS)):
+        _RUNS[name] = _EXECUTOR.submit(_run, name)
+
+
+def shutdown_floor_runs() -> None:
+    if _EXECUTOR is not None:
+        _EXECUTOR.shutdown(wait=True, cancel_futures=True)
+
+
+def _result(name: str) -> subprocess.CompletedProcess:
+    start_floor_runs()
+    return _RUNS[name].result()
+
+
+def test_unit_tests_pass_at_the_floor():
+    proc = _result("unit")
+    assert proc.returncode == 0, (
+        "unit tests fail with the runtime dependencies at their lower bounds "
+        f"(raise the bound that is not true):\n{proc.stdout[-5000:]}{proc.stderr[-2000:]}"
     )
+
+
+@pytest.mark.parametrize("chapter", FLOOR_CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_runs_at_the_floor(chapter):
+    """The kernel is the floor environment's own Python (its ``python3`` kernelspec)."""
+    proc = _result(chapter.stem)
     assert proc.returncode == 0, (
         f"{chapter.name} fails with the runtime dependencies at their lower bounds:\n"
         f"{proc.stdout[-3000:]}{proc.stderr[-5000:]}"
