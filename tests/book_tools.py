@@ -449,6 +449,9 @@ def _has_error(cell) -> bool:
     return any(o.get("output_type") == "error" for o in cell.get("outputs", []))
 
 
+_CACHE_WRITE_LOCK = threading.Lock()
+
+
 def execute_chapter(path: Path) -> ExecutedNotebook:
     """Execute a chapter's downloadable notebook in the reader's kernel; cache it for the build.
 
@@ -475,12 +478,17 @@ def execute_chapter(path: Path) -> ExecutedNotebook:
             if o.get("execution_count"):
                 o["execution_count"] -= 1
     CACHE_DIR.parent.mkdir(parents=True, exist_ok=True)
-    cache = get_cache(str(CACHE_DIR))
-    cache.cache_notebook_bundle(
-        CacheBundleIn(cached, str(path), data={"execution_seconds": done.seconds}),
-        check_validity=False,
-        overwrite=True,
-    )
+    # One writer at a time: jupyter-cache's pruning after a write lists the records to keep
+    # and the records to delete in two queries, so a record that another kernel's thread
+    # adds in between is deleted before its notebook is written (KeyError, seen once when
+    # two chapters finished together).
+    with _CACHE_WRITE_LOCK:
+        cache = get_cache(str(CACHE_DIR))
+        cache.cache_notebook_bundle(
+            CacheBundleIn(cached, str(path), data={"execution_seconds": done.seconds}),
+            check_validity=False,
+            overwrite=True,
+        )
     done.extra["cached"] = cached
     return done
 
