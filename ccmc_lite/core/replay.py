@@ -63,8 +63,14 @@ class _Unidentifiable(Exception):
     """An object the fingerprint cannot pin down by value."""
 
 
+def _package(module_name: str) -> str:
+    """The top-level package of a dotted module name (``"ccmc_lite.core"`` -> ``"ccmc_lite"``)."""
+    return module_name.split(".")[0]
+
+
 def _home(obj: Any) -> str:
-    return (getattr(obj, "__module__", None) or "").split(".")[0]
+    """The top-level package where ``obj`` (a function, class or instance's type) is defined."""
+    return _package(getattr(obj, "__module__", None) or "")
 
 
 def _feed(h: Any, obj: Any, seen: set[int]) -> None:
@@ -95,7 +101,7 @@ def _feed(h: Any, obj: Any, seen: set[int]) -> None:
         put(f"{type(obj).__qualname__}:{obj!r};".encode())
         return
     if isinstance(obj, types.ModuleType):
-        if _home(types.SimpleNamespace(__module__=obj.__name__)) not in _NAMED_HOMES:
+        if _package(obj.__name__) not in _NAMED_HOMES:
             raise _Unidentifiable(f"module {obj.__name__}")
         put(f"module:{obj.__name__};".encode())
         return
