@@ -204,6 +204,26 @@ def test_urn_shapes_alpha_and_query():
         sample_urn(task, (6,), seed=3, query_pos=torch.tensor(10))
 
 
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_urn_draws_do_not_depend_on_the_block_size(monkeypatch, n):
+    # the urn loop runs over blocks of sequences; a sequence's tokens and target must be the
+    # same whichever block it falls in (blocks of 5 and 8 against one block of all 37)
+    import ccmc_lite.ngram.data as data
+
+    task = NGramTask(S=4, n=n, T=12, alpha=0.7)
+    gen = torch.Generator().manual_seed(4)
+    kwargs = dict(
+        alpha=torch.rand(37, generator=gen) + 0.1,
+        query_pos=torch.randint(max(n - 2, 0), 12, (37,), generator=gen),
+    )
+    whole = sample_urn(task, (37,), seed=9, **kwargs)
+    for block in (5, 8):
+        monkeypatch.setattr(data, "_URN_BLOCK", block)
+        parts = sample_urn(task, (37,), seed=9, **kwargs)
+        assert torch.equal(parts[0], whole[0]) and torch.equal(parts[1], whole[1])
+    assert len(set(whole[0][:, -1].tolist())) > 1  # not a degenerate draw
+
 # ----------------------------------------------------------------------------- App H
 
 

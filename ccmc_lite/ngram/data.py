@@ -430,6 +430,65 @@ def sample_batch(
     return NGramBatch(tokens=tokens, next_probs=next_probs, transitions=P)
 
 
+_URN_BLOCK = 8192  # sequences per pass of the urn loop: its (block, S) temporaries stay in cache
+
+
+def _urn_block(
+    u: torch.Tensor,
+    a: torch.Tensor,
+    q: torch.Tensor | None,
+    tokens: torch.Tensor,
+    counts: torch.Tensor,
+    S: int,
+    m: int,
+) -> torch.Tensor:
+    """The Pólya-urn loop of :func:`sample_urn` for one block of sequences, in place.
+
+    ``u``: ``(n, T)`` uniforms; ``a``: ``(n,)`` concentrations; ``q``: ``(n,)`` query
+    positions or ``None`` (``T - 1``); ``tokens``: ``(n, T)`` with the first ``m`` filled;
+    ``counts``: ``(n, S^m * S)`` zeros, filled with the transition counts. Returns the
+    ``(n,)`` history code at each query position.
+
+    Row ``h`` of sequence ``i`` is row ``i * H + h`` of the ``(n * H, S)`` view:
+    ``index_select`` copies whole rows (2-3x faster than a gather of ``S`` single entries).
+    The flat row index is carried from step to step (dropping the oldest token by
+    subtraction instead of an int64 remainder), and the uniforms of one step are one
+    contiguous row; the arithmetic is that of drawing ``x_{t+1}`` with
+    ``P(s) = (N_h(s) + α) / (N_h + Sα)`` row by row, so the tokens do not depend on the block.
+    """
+    n, T = u.shape
+    H = S**m
+    rows_of, flat = counts.view(n * H, S), counts.view(-1)
+    base = torch.arange(n) * H  # (n,): first row of each sequence
+    code = torch.zeros(n, dtype=torch.long)
+    for j in range(m):
+        code = code * S + tokens[:, j]
+    row = base + code  # (n,): row of the current history
+    shift = base * (S - 1)  # row * S - shift = base + code * S
+    lead = S ** (m - 1) * S if m > 0 else 0  # weight of the oldest token, times S
+    ones = torch.ones(n)
+    steps = u[:, m:].t().contiguous()  # (T - m, n): one contiguous row of uniforms per step
+    history = [tokens[:, j] for j in range(m)]  # the last m tokens, (n,) each
+    drawn = []
+    q_row = row
+    for t in range(m, T):
+        w = rows_of.index_select(0, row).add_(a[:, None])  # N_h(s) + alpha, (n, S)
+        cdf = w.cumsum(-1)
+        tok = (cdf < steps[t - m, :, None] * cdf[:, -1:]).sum(-1).clamp_(max=S - 1)
+        at = row * S
+        at += tok  # (n,): flat index of count (h, tok)
+        flat.index_add_(0, at, ones)
+        if m > 0:
+            row = at.sub_(shift).sub_(history[t - m] * lead)
+        history.append(tok)
+        drawn.append(tok)
+        if q is not None:
+            q_row = torch.where(q == t, row, q_row)
+    if drawn:
+        tokens[:, m:] = torch.stack(drawn, 1)
+    return (row if q is None else q_row) - base
+
+
 def sample_urn(
     task: NGramTask,
     shape: tuple[int, ...],
@@ -502,29 +561,14 @@ def sample_urn(
     tokens = torch.empty(N, T, dtype=torch.long)
     tokens[:, :m] = (u[:, :m] * S).long().clamp(max=S - 1)
     counts = torch.zeros(N, H * S)  # (N, H*S): transition counts, row h at columns h*S..h*S+S-1
-    code = torch.zeros(N, dtype=torch.long)
-    for j in range(m):
-        code = code * S + tokens[:, j]
-    # Row h of sequence i is rows_of[i * H + h] of the (N * H, S) view: index_select copies
-    # whole rows (2-3x faster than a gather of S single entries), and the history code drops
-    # its oldest token by subtraction instead of an int64 remainder; both are exact.
+    q_code = torch.zeros(N, dtype=torch.long)  # history code at each sequence's query position
+    for s in range(0, N, _URN_BLOCK):
+        e = min(s + _URN_BLOCK, N)
+        q_code[s:e] = _urn_block(
+            u[s:e], a[s:e], None if query_pos is None else q[s:e], tokens[s:e], counts[s:e], S, m
+        )
     rows_of = counts.view(N * H, S)
     base = torch.arange(N) * H  # (N,)
-    ones = torch.ones(N)
-    lead = S ** (m - 1) if m > 0 else 0  # weight of the oldest token in the code
-    q_code = code.clone()
-    for t in range(m, T):
-        w = rows_of.index_select(0, base + code).add_(a[:, None])  # N_h(s) + alpha, (N, S)
-        cdf = w.cumsum(-1)
-        tok = (cdf < u[:, t : t + 1] * cdf[:, -1:]).sum(-1).clamp_(max=S - 1)
-        tokens[:, t] = tok
-        counts.view(-1).index_add_(0, (base + code) * S + tok, ones)
-        if m > 0:
-            code = (code - tokens[:, t - m] * lead) * S + tok
-        if query_pos is not None:
-            q_code = torch.where(q == t, code, q_code)
-    if query_pos is None:
-        q_code = code
     post = rows_of.index_select(0, base + q_code) + a[:, None]  # (N, S)
     target = torch.softmax(_log_gamma(post, gen), dim=-1)  # posterior draw of the row
     return tokens.reshape(*shape, T), target.reshape(*shape, S)
