@@ -204,7 +204,6 @@ def test_urn_shapes_alpha_and_query():
         sample_urn(task, (6,), seed=3, query_pos=torch.tensor(10))
 
 
-
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_urn_draws_do_not_depend_on_the_block_size(monkeypatch, n):
     # the urn loop runs over blocks of sequences; a sequence's tokens and target must be the
@@ -223,6 +222,7 @@ def test_urn_draws_do_not_depend_on_the_block_size(monkeypatch, n):
         parts = sample_urn(task, (37,), seed=9, **kwargs)
         assert torch.equal(parts[0], whole[0]) and torch.equal(parts[1], whole[1])
     assert len(set(whole[0][:, -1].tolist())) > 1  # not a degenerate draw
+
 
 # ----------------------------------------------------------------------------- App H
 
