@@ -20,7 +20,7 @@ import time
 
 import torch
 from bench_limits import run_step_limit
-from profiling import top_ops
+from profiling import best_of, top_ops
 from torch import nn
 
 from ccmc_lite.core import TrainConfig, train_runs
@@ -70,10 +70,12 @@ def trainer_ratio(n_runs: int = 64, steps: int = 40, repeats: int = 3) -> dict[s
     """Seconds for both paths (best of ``repeats``, interleaved), their ratio and the ceiling."""
     for batched in (True, False):  # warm-up
         _timed(batched, 2, 3)
-    batched_s = looped_s = float("inf")
-    for _ in range(repeats):
-        batched_s = min(batched_s, _timed(True, n_runs, steps))
-        looped_s = min(looped_s, _timed(False, n_runs, steps))
+    best = best_of(
+        repeats,
+        batched=lambda: _timed(True, n_runs, steps),
+        looped=lambda: _timed(False, n_runs, steps),
+    )
+    batched_s, looped_s = best["batched"], best["looped"]
     short = TrainConfig(steps=5, lr=1e-3)
     top = top_ops(
         lambda: train_runs(

@@ -6,8 +6,9 @@ trains every run of one architecture as one vmapped program
 :func:`ccmc_lite.training.train_runs`). This script times exactly that sweep (the book
 profile's grid: 6 x 6 cells x 3 seeds, tied and untied, N = 32, batch 16) for a fixed number
 of steps in both modes — ``batched=True`` and the per-run loop ``batched=False`` — in one
-process, after a warm-up, and reports the ratio. It also measures the full book-profile
-sweep (800 steps) and a few steps of the paper profile (N = 1024) to estimate its cost.
+process, after a warm-up, best of ``REPEATS`` interleaved repeats each, and reports the
+ratio. It also measures the full book-profile sweep (800 steps) and a few steps of the paper
+profile (N = 1024) to estimate its cost.
 The FLOP limit of one run-step (the model's forward and backward on its batch at this
 machine's matmul peak, ``bench_limits.run_step_limit``) plus the time to draw that run's batch
 bounds the ratio any batched path can reach against the loop here (``fig4_ratio_ceiling``);
@@ -25,6 +26,7 @@ import time
 
 import torch
 from bench_limits import run_step_limit
+from profiling import best_of
 
 from ccmc_lite.markov import (
     binary_kernel,
@@ -37,6 +39,7 @@ from ccmc_lite.markov import (
 
 GRID = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)  # book profile of chapter "The (p, q) phase diagram"
 SEEDS = 3
+REPEATS = 3  # interleaved repeats of each timed path; the best counts
 N, BATCH, LR, BOOK_STEPS = 32, 16, 2e-3, 800
 PAPER = dict(cells=81, seeds=5, N=1024, batch=16, steps=8000, chunk=9)
 
@@ -74,11 +77,16 @@ def run(quick: bool = False) -> dict:
         # warm-up: both code paths, a few runs, two steps
         _sweep_seconds(kernels[:4], 2, batched=True)
         _sweep_seconds(kernels[:4], 2, batched=False)
-        batched = _sweep_seconds(kernels, steps, batched=True)
-        looped = _sweep_seconds(kernels, steps, batched=False)
+        best = best_of(
+            REPEATS,
+            batched=lambda: _sweep_seconds(kernels, steps, batched=True),
+            looped=lambda: _sweep_seconds(kernels, steps, batched=False),
+        )
+        batched, looped = best["batched"], best["looped"]
         out = {
             "fig4_runs_total": 2 * len(kernels),
             "fig4_steps_timed": steps,
+            "fig4_repeats": REPEATS,
             "fig4_batched_s": round(batched, 3),
             "fig4_looped_s": round(looped, 3),
             "fig4_batched_vs_looped_speedup": round(looped / batched, 2),

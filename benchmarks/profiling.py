@@ -1,7 +1,9 @@
-"""Where does a training step spend its time? The top operations of one call, by self CPU.
+"""Where does a training step spend its time, and how long does it take?
 
-Used by the benchmarks that compare the batched trainer with the per-run loop, so that
-``results.json`` says not only how large the ratio is but what bounds it.
+Used by the benchmarks that compare the batched trainer with the per-run loop: the top
+operations of one call by self CPU, so that ``results.json`` says not only how large the
+ratio is but what bounds it; and the best of interleaved repeats, so that a ratio is not
+one lucky or unlucky timing on a shared machine.
 """
 
 from __future__ import annotations
@@ -9,6 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from torch.profiler import ProfilerActivity, profile
+
+
+def best_of(repeats: int, **timers: Callable[[], float]) -> dict[str, float]:
+    """The least of ``repeats`` timings of each timer (each returns seconds), interleaved.
+
+    One round calls every timer once, in the order given; ``repeats`` rounds. A load spike
+    on the shared machine then slows one repeat of each path rather than all repeats of one.
+    """
+    best = dict.fromkeys(timers, float("inf"))
+    for _ in range(repeats):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer())
+    return best
 
 
 def top_ops(fn: Callable[[], object], n: int = 6) -> list[list[object]]:
