@@ -468,8 +468,7 @@ def _urn_block(
     lead = S ** (m - 1) * S if m > 0 else 0  # weight of the oldest token, times S
     ones = torch.ones(n)
     steps = u[:, m:].t().contiguous()  # (T - m, n): one contiguous row of uniforms per step
-    history = [tokens[:, j] for j in range(m)]  # the last m tokens, (n,) each
-    drawn = []
+    history = [tokens[:, j] for j in range(m)]  # token at every position so far, (n,) each
     q_row = row
     for t in range(m, T):
         w = rows_of.index_select(0, row).add_(a[:, None])  # N_h(s) + alpha, (n, S)
@@ -481,11 +480,10 @@ def _urn_block(
         if m > 0:
             row = at.sub_(shift).sub_(history[t - m] * lead)
         history.append(tok)
-        drawn.append(tok)
         if q is not None:
             q_row = torch.where(q == t, row, q_row)
-    if drawn:
-        tokens[:, m:] = torch.stack(drawn, 1)
+    if T > m:
+        tokens[:, m:] = torch.stack(history[m:], 1)
     return (row if q is None else q_row) - base
 
 
@@ -550,9 +548,8 @@ def sample_urn(
         a = torch.broadcast_to(as_tensor("alpha", alpha, dtype=torch.float32), shape).reshape(-1)
         if not bool((a > 0).all()):
             raise ValueError("alpha must be > 0 everywhere")
-    if query_pos is None:
-        q = torch.full((N,), T - 1, dtype=torch.long)
-    else:
+    q = None  # query positions; None: T - 1 for every sequence
+    if query_pos is not None:
         q = torch.broadcast_to(as_tensor("query_pos", query_pos, dtype=torch.long), shape)
         q = q.reshape(-1)
         if bool((q < m - 1).any()) or bool((q >= T).any()):
@@ -565,7 +562,7 @@ def sample_urn(
     for s in range(0, N, _URN_BLOCK):
         e = min(s + _URN_BLOCK, N)
         q_code[s:e] = _urn_block(
-            u[s:e], a[s:e], None if query_pos is None else q[s:e], tokens[s:e], counts[s:e], S, m
+            u[s:e], a[s:e], None if q is None else q[s:e], tokens[s:e], counts[s:e], S, m
         )
     rows_of = counts.view(N * H, S)
     base = torch.arange(N) * H  # (N,)
