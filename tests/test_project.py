@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -129,6 +130,52 @@ def test_dev_py_usage_lists_the_commands():
         assert f"python3 dev.py {command}" in out
     bad = subprocess.run([sys.executable, str(ROOT / "dev.py"), "nope"], capture_output=True)
     assert bad.returncode == 2
+
+
+def _dev_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ccmc_dev", ROOT / "dev.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dev_py_processes_cache_byte_code_under_build(monkeypatch):
+    """dev.py's commands turn byte-code caching on, under ``_build/pycache`` of their checkout.
+
+    Without it, on a machine that sets PYTHONDONTWRITEBYTECODE (the build VMs do) every kernel
+    recompiled every module it imported; a caller's own prefix is kept, a parent dev.py's
+    (the benchmarks' cold run in a fresh clone) is not.
+    """
+    dev = _dev_module()
+    ours = str(ROOT / "_build" / "pycache")
+    cases = [
+        ({"PYTHONDONTWRITEBYTECODE": "1"}, ours),
+        ({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/elsewhere"}, "/elsewhere"),
+        ({"PYTHONPYCACHEPREFIX": "/parent/_build/pycache", dev.PYCACHE_MARK: "1"}, ours),
+    ]
+    for before, prefix in cases:
+        for key in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", dev.PYCACHE_MARK):
+            monkeypatch.delenv(key, raising=False)
+        for key, value in before.items():
+            monkeypatch.setenv(key, value)
+        dev.use_bytecode_cache()
+        env = dict(os.environ)
+        assert "PYTHONDONTWRITEBYTECODE" not in env, before
+        assert env["PYTHONPYCACHEPREFIX"] == prefix, before
+    # what a process started by dev.py sees
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; print(sys.flags.dont_write_bytecode, sys.pycache_prefix)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == ["0", ours]
 
 
 def test_required_layout_exists():
