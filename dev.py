@@ -20,6 +20,7 @@ Extra arguments after ``test`` go to pytest, e.g. ``python3 dev.py test -m "not 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -45,18 +46,21 @@ def run(cmd: list[str | Path], **kwargs) -> None:
     subprocess.run([str(c) for c in cmd], check=True, cwd=kwargs.pop("cwd", ROOT), **kwargs)
 
 
-# glibc's allocator returns large freed blocks to the kernel and maps new ones from scratch,
-# so a training step whose tensors are a few MB pays page faults on every step (2 us per
-# 4 KiB page on the 2-core AMD EPYC build VM). These tunables keep blocks up to 32 MiB (the
-# largest mmap threshold glibc accepts on 64-bit) in the heap and the heap from shrinking
-# below 512 MiB. They change no number, only speed; a value already in the environment
-# wins. Measured there on 2026-11-25: 40 batched steps of 64 runs (benchmarks/
-# bench_foundation.py) 1.02 -> 0.74 s; Part III, 16 runs: 32 -> 23 ms per step.
-ALLOCATOR_ENV = {
-    "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),
-    "MALLOC_TRIM_THRESHOLD_": str(512 * 2**20),
-    "MALLOC_TOP_PAD_": str(64 * 2**20),
-}
+def allocator_env() -> dict[str, str]:
+    """glibc's allocator settings for batched training, as environment variables.
+
+    One copy, in ``ccmc_lite/core/allocator.py`` (standard library only, so it loads
+    before any environment exists): the package applies them itself when it trains, and
+    dev.py exports them so that every process it starts has them from its first
+    allocation. They change no number, only speed; a value already in the environment wins.
+    """
+    spec = importlib.util.spec_from_file_location(
+        "_ccmc_allocator", ROOT / "ccmc_lite" / "core" / "allocator.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.ALLOCATOR_ENV)
 
 
 #: Where dev.py's commands keep Python's byte-code caches (PYTHONPYCACHEPREFIX).
@@ -282,7 +286,7 @@ def main(argv: list[str]) -> None:
         print(__doc__)
         sys.exit(2 if argv else 0)
     if sys.platform.startswith("linux"):
-        for key, value in ALLOCATOR_ENV.items():  # inherited by every kernel and worker
+        for key, value in allocator_env().items():  # inherited by every kernel and worker
             os.environ.setdefault(key, value)
     use_bytecode_cache()  # inherited by every kernel, worker and test subprocess
     try:

@@ -5,6 +5,7 @@ Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 (CPU by default, CUDA when present), :mod:`~ccmc_lite.core.profiles` (the ``book``/``paper``
 switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for all parts),
 :mod:`~ccmc_lite.core.training` (R independent runs as one batched program),
+:mod:`~ccmc_lite.core.allocator` (glibc's allocator settings for batched training),
 :mod:`~ccmc_lite.core.replay` (an opt-in result cache that replays a training call),
 :mod:`~ccmc_lite.core.sweeps` (sweeps as shards for any executor, Dask included),
 :mod:`~ccmc_lite.core.costs` (the work of a step and its roofline lower bound),
@@ -25,6 +26,7 @@ from . import (
     profiles,
     chains,
     replay,
+    allocator,
     training,
     sweeps,
     costs,
@@ -41,6 +43,7 @@ from .devices import *  # noqa: F403
 from .profiles import *  # noqa: F403
 from .chains import *  # noqa: F403
 from .replay import *  # noqa: F403
+from .allocator import *  # noqa: F403
 from .training import *  # noqa: F403
 from .sweeps import *  # noqa: F403
 from .costs import *  # noqa: F403
@@ -58,6 +61,7 @@ __all__ = [
     *profiles.__all__,
     *chains.__all__,
     *replay.__all__,
+    *allocator.__all__,
     *training.__all__,
     *sweeps.__all__,
     *costs.__all__,

@@ -45,6 +45,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from .allocator import tune_allocator
 from .devices import resolve_device
 from .progress import TextProgress
 from .replay import replayable
@@ -452,7 +453,9 @@ def train_runs(
     Notes
     -----
     With ``$CCMC_RESULT_CACHE`` set, a call whose inputs were seen before returns the
-    stored result (see :mod:`ccmc_lite.core.replay`).
+    stored result (see :mod:`ccmc_lite.core.replay`). Before training, glibc's allocator
+    is set to keep a step's tensors in the heap (:func:`~ccmc_lite.core.tune_allocator`;
+    ``CCMC_ALLOCATOR=system`` keeps its defaults).
     """
     n_runs = check_size("n_runs", n_runs, limit=10**5)
     first_run = check_int("first_run", first_run, minimum=0)
@@ -476,6 +479,7 @@ def train_runs(
                 f"got {_leading_dim(eval_data)}"
             )
     dev = resolve_device(device)
+    tune_allocator()  # a step's few-MiB tensors stay in the heap (changes no number)
     models = _build_models(make_model, n_runs, seed, dev, first_run)
     template = copy.deepcopy(models[0]).to("cpu")
     runner = _train_batched if batched else _train_looped
