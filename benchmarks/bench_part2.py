@@ -13,6 +13,9 @@ The FLOP limit of one run-step (the model's forward and backward on its batch at
 machine's matmul peak, ``bench_limits.run_step_limit``) plus the time to draw that run's batch
 bounds the ratio any batched path can reach against the loop here (``fig4_ratio_ceiling``);
 the roofline (FLOPs or bytes moved without cache reuse, whichever is slower) is reported too.
+Last, the same sweep runs in fresh processes without dev.py's MALLOC_* variables, as a reader
+runs it in Binder or Colab: glibc's default allocator against the package's settings
+(``allocator_*``; :func:`ccmc_lite.core.tune_allocator`, which ``train_runs`` applies).
 
     python benchmarks/bench_part2.py            # full: about 5 minutes on 2 CPU cores
     python -c "import bench_part2; print(bench_part2.run(quick=True))"
@@ -22,7 +25,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 from bench_limits import run_step_limit
@@ -65,6 +71,59 @@ def _sweep_seconds(
         )
         total += runs.result.seconds
     return total
+
+
+# One fresh process: the book-profile sweep for ``steps`` steps (after a warm-up), best of 2,
+# and the minor page faults per program-step of the last one. It inherits no MALLOC_*
+# variable, so the allocator is whatever ccmc_lite.core.tune_allocator makes of it.
+_ALLOCATOR_PROBE = """
+import json, resource, sys, torch
+import bench_part2 as b
+torch.set_num_threads(1)
+steps = int(sys.argv[1])
+k = b._grid_kernels()
+b._sweep_seconds(k[:4], 2, batched=True)
+best = float("inf")
+for _ in range(2):
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    best = min(best, b._sweep_seconds(k, steps, batched=True))
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / (2 * steps)
+from ccmc_lite.core import tune_allocator
+print(json.dumps({"s": best, "faults": faults, "tuned": tune_allocator()}))
+"""
+
+
+def allocator_effect(steps: int, repeats: int = 2) -> dict:
+    """The sweep in fresh processes as a reader runs it (no MALLOC_* variables): glibc's
+    default allocator (``CCMC_ALLOCATOR=system``) against the package's settings
+    (:func:`ccmc_lite.core.tune_allocator`, applied by ``train_runs``); interleaved, best of
+    ``repeats`` processes each. Linux with glibc only (elsewhere both are the default)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    env.pop("GLIBC_TUNABLES", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    best: dict[str, dict] = {}
+    for _ in range(repeats):
+        for name, choice in (("default", "system"), ("tuned", "book")):
+            out = subprocess.run(
+                [sys.executable, "-c", _ALLOCATOR_PROBE, str(steps)],
+                env={**env, "CCMC_ALLOCATOR": choice},
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            res = json.loads(out.stdout.strip().splitlines()[-1])
+            if name not in best or res["s"] < best[name]["s"]:
+                best[name] = res
+    default, tuned = best["default"], best["tuned"]
+    return {
+        "allocator_steps_timed": steps,
+        "allocator_default_s": round(default["s"], 3),
+        "allocator_tuned_s": round(tuned["s"], 3),
+        "allocator_speedup": round(default["s"] / tuned["s"], 2),
+        "allocator_default_page_faults_per_step": round(default["faults"]),
+        "allocator_tuned_page_faults_per_step": round(tuned["faults"]),
+        "allocator_tuned_settings": tuned["tuned"],
+    }
 
 
 def run(quick: bool = False) -> dict:
@@ -134,6 +193,7 @@ def run(quick: bool = False) -> dict:
         out["paper_profile_fig4_estimated_h"] = round(
             per_run_step * paper_runs * PAPER["steps"] / 3600, 1
         )
+        out.update(allocator_effect(steps))
         out["torch_threads"] = torch.get_num_threads()
         out["load_avg_1min_at_end"] = round(os.getloadavg()[0], 2)
         out["timestamp_unix"] = int(time.time())
