@@ -114,30 +114,26 @@ def test_a_bad_choice_is_refused_and_other_systems_are_left_alone(monkeypatch):
     assert allocator._applied == {}  # decided once per process
 
 
-def test_train_runs_tunes_the_allocator_before_it_trains(monkeypatch):
-    calls: list[int] = []
-    monkeypatch.setattr(training, "tune_allocator", lambda: calls.append(1) or {})
-    cfg = ccmc_lite.TrainConfig(steps=2, lr=1e-2)
+def _train_tiny() -> None:
+    """Two steps of two tiny linear models through ``train_runs``."""
     training.train_runs(
         lambda: torch.nn.Linear(2, 1),
         lambda m, x: m(x).pow(2).mean(),
         lambda step, runs, g: torch.randn(len(runs), 4, 2, generator=g),
         n_runs=2,
-        config=cfg,
+        config=ccmc_lite.TrainConfig(steps=2, lr=1e-2),
         seed=0,
         progress=False,
     )
+
+
+def test_train_runs_tunes_the_allocator_before_it_trains(monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(training, "tune_allocator", lambda: calls.append(1) or {})
+    _train_tiny()
     assert calls == [1]
     monkeypatch.setenv(ALLOCATOR_OPT_OUT_ENV, "fast")
     monkeypatch.setattr(training, "tune_allocator", allocator.tune_allocator)
     monkeypatch.setattr(allocator, "_applied", None)
     with pytest.raises(ValueError, match="CCMC_ALLOCATOR"):
-        training.train_runs(
-            lambda: torch.nn.Linear(2, 1),
-            lambda m, x: m(x).pow(2).mean(),
-            lambda step, runs, g: torch.randn(len(runs), 4, 2, generator=g),
-            n_runs=2,
-            config=cfg,
-            seed=0,
-            progress=False,
-        )
+        _train_tiny()
