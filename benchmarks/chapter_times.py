@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from book_tools import chapter_notebooks  # noqa: E402
+from book_tools import booktools, chapter_notebooks  # noqa: E402
 
 RESULTS = HERE / "results.json"
 
@@ -37,6 +37,7 @@ def _execute(path: Path) -> float:
     from myst_nb.core.read import myst_nb_reader_plugin
     from nbclient import NotebookClient
 
+    booktools.patch_kernel_polling()  # as the build and the tests do
     nb = myst_nb_reader_plugin(str(path))
     start = time.perf_counter()
     NotebookClient(

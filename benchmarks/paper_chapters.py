@@ -60,6 +60,7 @@ def take(chapter: str) -> tuple[dict, float]:
     )
     nb.cells.append(nbformat.v4.new_code_cell(dump))
     os.environ["CCMC_PROFILE"] = "paper"  # the kernel inherits it
+    booktools.patch_kernel_polling()  # as the build and the tests do
     start = time.perf_counter()
     NotebookClient(
         nb, timeout=None, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}

@@ -72,13 +72,6 @@ BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # as ccmc_book.BOOK_BUILD_ENV and ccmc_lite.
 SETUP_TAG = "ccmc-setup"  # as ccmc_book.SETUP_TAG
 
 
-def _patch_kernel_polling() -> None:
-    """The same fix the book build uses (see ``ccmc_book.patch_kernel_polling``)."""
-    from ccmc_book import patch_kernel_polling
-
-    patch_kernel_polling()
-
-
 def toc_files() -> list[Path]:
     """Every source file listed in ``_toc.yml`` (root first), as absolute paths."""
     return [e.path for e in booktools.toc_entries(ROOT)]
@@ -417,7 +410,7 @@ def execute_in_reader_kernel(nb, name: str, cwd: Path, book_build: bool) -> Exec
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-    _patch_kernel_polling()
+    booktools.patch_kernel_polling()  # as the build does
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,

@@ -25,6 +25,7 @@ from booktools import (
     chapter_overview,
     count_blocks,
     main,
+    patch_kernel_polling,
     strip_solutions,
     write_student_notebook,
 )
@@ -442,6 +443,7 @@ def test_a_checker_cell_prints_once_in_a_real_notebook():
     )
     cells = [setup, "check_abs(abs)", "r = check_abs(abs, quiet=True)\nr", "r"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    patch_kernel_polling()  # as the build does
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     for cell in nb.cells[1:]:
         assert [o.output_type for o in cell.outputs] == ["stream"], cell.outputs

@@ -92,6 +92,9 @@ def _unit_command(python) -> list[str]:
 DRIVER = """
 import sys, jupytext
 from nbclient import NotebookClient
+sys.path.insert(0, sys.argv[4])
+import booktools
+booktools.patch_kernel_polling()  # as the build and the tests do (a widget chapter runs)
 nb = jupytext.read(sys.argv[1])
 NotebookClient(nb, timeout=int(sys.argv[2]), kernel_name="python3",
                resources={"metadata": {"path": sys.argv[3]}}).execute()
@@ -100,7 +103,9 @@ print("ran", sum(c.cell_type == "code" for c in nb.cells), "code cells")
 
 
 def _chapter_command(python, chapter) -> list[str]:
-    return [str(python), "-c", DRIVER, str(chapter), str(CELL_TIMEOUT_S), str(chapter.parent)]
+    ext = ROOT / "book" / "_ext"
+    return [str(python), "-c", DRIVER, str(chapter), str(CELL_TIMEOUT_S), str(chapter.parent),
+            str(ext)]  # fmt: skip
 
 
 # The floor's runs are subprocesses of a few minutes: they start in a background thread as

@@ -11,6 +11,8 @@ This is tooling for the book's authors and instructors, not part of the runtime 
     python3 dev.py student            # every chapter listed in _toc.yml
 
 * :func:`chapter_overview` gives the rows of the table on the instructors' page.
+* :func:`patch_kernel_polling` keeps ``nbclient`` from missing a kernel's reply; every
+  program here that executes notebooks (the build, the tests, the benchmarks) calls it.
 * :func:`chapter_code_sha256` fingerprints a chapter's code, so that a stored paper-profile
   snapshot of the chapter (``python3 dev.py paper-chapters``) can be checked against it.
 
@@ -47,6 +49,7 @@ __all__ = [
     "chapter_overview",
     "count_blocks",
     "is_notebook",
+    "patch_kernel_polling",
     "strip_solutions",
     "taught_chapters",
     "toc_entries",
@@ -211,6 +214,48 @@ def write_student_notebook(chapter: Path, out_dir: Path, setup_cell: str | None 
     target = out_dir / (chapter.stem + ".ipynb")
     nbformat.write(nb, str(target))
     return target
+
+
+#: Longest single wait on a kernel socket, in seconds (:func:`patch_kernel_polling`).
+POLL_SLICE_S = 0.5
+
+
+def patch_kernel_polling() -> None:
+    """Poll kernel sockets in short slices instead of one long wait (idempotent).
+
+    Executing chapters with widgets (``ipywidgets.interact``) occasionally deadlocked: the
+    kernel had finished and replied, yet nbclient kept waiting in a single
+    ``socket.poll(timeout)`` until the cell timeout (the readiness notification was
+    missed; see jupyter/nbclient#312 and jupyter/nbconvert#2029). Re-polling every
+    ``POLL_SLICE_S`` seconds sees the waiting message. Timeouts keep their meaning: the
+    total wait is unchanged, and ``queue.Empty`` is raised when it runs out.
+
+    Every notebook client needs it, not only the build's: the floor test's chapter run
+    (a separate interpreter) lacked it, and a cold test run on the 2-core VM sat idle for
+    760 s in that run's widget chapter before the reply was seen. Imports ``jupyter_client``
+    when called, so this module still imports with the standard library alone.
+    """
+    from queue import Empty
+    from time import monotonic
+
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    if getattr(AsyncZMQSocketChannel.get_msg, "_ccmc_sliced", False):
+        return
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
+        assert self.socket is not None
+        deadline = None if timeout is None else monotonic() + timeout
+        while True:
+            remaining = POLL_SLICE_S if deadline is None else max(0.0, deadline - monotonic())
+            ready = await self.socket.poll(int(1000 * min(POLL_SLICE_S, remaining)))
+            if ready:
+                return await self._recv()
+            if deadline is not None and monotonic() >= deadline:
+                raise Empty
+
+    get_msg._ccmc_sliced = True  # type: ignore[attr-defined]
+    AsyncZMQSocketChannel.get_msg = get_msg  # type: ignore[method-assign]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

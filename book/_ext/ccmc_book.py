@@ -8,8 +8,8 @@
    lives in one place, ``book/_colab_setup.py``; chapter sources do not repeat it.
 3. sphinx-thebe's assets are dropped while Thebe is off (they throw a JavaScript error on
    every page and reference a CDN).
-4. ``patch_kernel_polling`` makes notebook execution poll the kernel's sockets in short
-   slices (used by the build here and by the chapter tests), see its docstring.
+4. ``booktools.patch_kernel_polling`` makes notebook execution poll the kernel's sockets
+   in short slices (the build, the tests and the benchmarks call it), see its docstring.
 5. Every chapter page carries ``<meta name="ccmc-chapter">`` so the browser test knows
    which pages must show launch buttons.
 6. ``CCMC_BOOK_BUILD=1`` is set for the kernels that execute chapters, so
@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from booktools import patch_kernel_polling
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
@@ -32,40 +33,6 @@ from sphinx.util.docutils import SphinxDirective
 
 SETUP_TAG = "ccmc-setup"
 BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # the same name as ccmc_lite.core.gluing.BOOK_BUILD_ENV
-POLL_SLICE_S = 0.5
-
-
-def patch_kernel_polling() -> None:
-    """Poll kernel sockets in short slices instead of one long wait (idempotent).
-
-    Executing chapters with widgets (``ipywidgets.interact``) occasionally deadlocked here:
-    the kernel had finished and replied, yet nbclient kept waiting in a single
-    ``socket.poll(timeout)`` until the cell timeout (the readiness notification was
-    missed; see jupyter/nbclient#312 and jupyter/nbconvert#2029). Re-polling every
-    ``POLL_SLICE_S`` seconds sees the waiting message. Timeouts keep their meaning: the
-    total wait is unchanged, and ``queue.Empty`` is raised when it runs out.
-    """
-    from queue import Empty
-    from time import monotonic
-
-    from jupyter_client.channels import AsyncZMQSocketChannel
-
-    if getattr(AsyncZMQSocketChannel.get_msg, "_ccmc_sliced", False):
-        return
-
-    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:
-        assert self.socket is not None
-        deadline = None if timeout is None else monotonic() + timeout
-        while True:
-            remaining = POLL_SLICE_S if deadline is None else max(0.0, deadline - monotonic())
-            ready = await self.socket.poll(int(1000 * min(POLL_SLICE_S, remaining)))
-            if ready:
-                return await self._recv()
-            if deadline is not None and monotonic() >= deadline:
-                raise Empty
-
-    get_msg._ccmc_sliced = True  # type: ignore[attr-defined]
-    AsyncZMQSocketChannel.get_msg = get_msg  # type: ignore[method-assign]
 
 
 def _walk_buttons(buttons: list[dict[str, Any]]):
