@@ -37,6 +37,7 @@ NOT_UNIT = (
     "test_book.py",
     "test_chapters.py",
     "test_floor.py",
+    "test_kernel_polling.py",
     "test_project.py",
     "test_reader_env.py",
     "test_student_chapters.py",
