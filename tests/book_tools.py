@@ -312,36 +312,18 @@ def binder_env(home: Path) -> dict[str, str]:
     return env
 
 
-#: Scheduling priority (``nice``) of the student notebooks' kernels; see
-#: :func:`reader_kernel_manager_class`.
-STUDENT_NICENESS = 10
-
-
-def reader_kernel_manager_class(niceness: int = 0):
-    """An ``AsyncKernelManager`` whose ``python3`` kernel is the reader environment's.
-
-    ``niceness`` > 0 starts the kernel under ``nice -n niceness`` (where ``nice`` exists).
-    The student notebooks run so: after the last chapter, the build, the Binder test and
-    the browser test run one after the other beside them, and a cold test run on a
-    2-core machine ends when that chain ends. With the student kernels at a lower
-    priority the chain gets a core whenever it wants one, and the students use the rest.
-    Priority changes when a process runs, not what it computes.
-    """
+def reader_kernel_manager_class():
+    """An ``AsyncKernelManager`` whose ``python3`` kernel is the reader environment's."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
     kernels = READER_VENV / "share" / "jupyter" / "kernels"
-    nice = shutil.which("nice") if niceness > 0 else None
 
     class ReaderKernelManager(AsyncKernelManager):
         @default("kernel_spec_manager")
         def _reader_specs(self):
             return KernelSpecManager(kernel_dirs=[str(kernels)], ensure_native_kernel=False)
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            cmd = super().format_kernel_cmd(extra_arguments)
-            return [nice, "-n", str(niceness), *cmd] if nice else cmd
 
     return ReaderKernelManager
 
@@ -423,9 +405,7 @@ def _with_setup(nb):
     return out
 
 
-def execute_in_reader_kernel(
-    nb, name: str, cwd: Path, book_build: bool, niceness: int = 0
-) -> ExecutedNotebook:
+def execute_in_reader_kernel(nb, name: str, cwd: Path, book_build: bool) -> ExecutedNotebook:
     """Run ``nb`` top to bottom in the reader environment's kernel (in place)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -437,7 +417,7 @@ def execute_in_reader_kernel(
         allow_errors=False,
         record_timing=False,  # as myst-nb: timing metadata would change the cache hash
         kernel_name="python3",
-        kernel_manager_class=reader_kernel_manager_class(niceness),
+        kernel_manager_class=reader_kernel_manager_class(),
         resources={"metadata": {"path": str(cwd)}},
     )
     start = time.perf_counter()
@@ -518,9 +498,7 @@ def execute_student(chapter: Path) -> ExecutedNotebook:
     target = student_notebook(chapter, out_dir)
     nb = nbformat.read(str(target), as_version=4)
     name = f"student notebook {rel(target)} (from {rel(chapter)})"
-    return execute_in_reader_kernel(
-        nb, name, chapter.parent, book_build=False, niceness=STUDENT_NICENESS
-    )
+    return execute_in_reader_kernel(nb, name, chapter.parent, book_build=False)
 
 
 # --------------------------------------------------------------------------- the job pool

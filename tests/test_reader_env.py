@@ -7,7 +7,6 @@ and that a failing cell is reported with the notebook's name, the cell and the e
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import nbformat
@@ -15,7 +14,6 @@ import pytest
 
 from book_tools import (
     ROOT,
-    STUDENT_NICENESS,
     NotebookFailed,
     ensure_reader_venv,
     execute_in_reader_kernel,
@@ -68,19 +66,3 @@ def test_a_failing_cell_is_named(reader_python, tmp_path):
     message = str(err.value)
     assert "broken.ipynb" in message and "cell 2" in message, message
     assert "import myst_nb" in message and "ModuleNotFoundError" in message, message
-
-
-def test_student_kernels_run_at_a_lower_priority(reader_python, tmp_path):
-    """Student notebooks' kernels run under ``nice`` (``book_tools.reader_kernel_manager_class``),
-    chapters' kernels at the test run's own priority; the kernel is the reader's Python."""
-    nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell("import os, sys\nprint(os.nice(0), sys.executable)")]
-    )
-    own = os.nice(0)
-    for niceness in (0, STUDENT_NICENESS):
-        done = execute_in_reader_kernel(
-            nb, "nice.ipynb", tmp_path, book_build=False, niceness=niceness
-        ).check()
-        printed = done.stream_text("stdout").split()
-        assert int(printed[0]) == min(own + niceness, 19), (niceness, printed)
-        assert printed[1] == str(reader_python), printed
