@@ -16,7 +16,7 @@ import booktools
 import pytest
 from jupyter_client.channels import AsyncZMQSocketChannel
 
-ROOT = Path(__file__).resolve().parents[1]
+from book_tools import ROOT
 
 
 class FakeSocket:
