@@ -3,9 +3,10 @@
 * The book and Binder tests (markers ``book``, ``binder``) run after the chapter tests
   (marker ``chapter``): the build they use renders from the cache those fill. They run
   before the student-notebook tests (marker ``student``), so that the build and the
-  browser work while the kernels still execute student notebooks. The minimum versions
-  tests (marker ``floor``) run after the unit tests, before the chapters; their
-  subprocesses start right after collection, in a background thread.
+  browser work while the kernels still execute student notebooks. The Binder test comes
+  first: it starts the build in the background and drives JupyterLab while Sphinx works.
+  The minimum versions tests (marker ``floor``) run after the unit tests, before the
+  chapters; their subprocesses start right after collection, in a background thread.
 * The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
   selection are handed to ``book_tools``, whose pool starts executing them in the reader's
   environment, two kernels at a time, right after collection, while the unit tests run.
@@ -51,8 +52,10 @@ def pytest_collection_modifyitems(session, config, items):
     def rank(item):
         if item.get_closest_marker("student"):
             return 4  # last: the pool runs them after every chapter
-        if item.get_closest_marker("book") or item.get_closest_marker("binder"):
-            return 3  # after the chapters: the build renders from the cache they fill
+        if item.get_closest_marker("binder"):
+            return 3  # after the chapters (the build renders from the cache they fill)
+        if item.get_closest_marker("book"):
+            return 3.5  # after Binder's test, which overlaps the build with its own work
         if any(item.get_closest_marker(m) for m in ("chapter", "reader")):
             return 2
         if item.get_closest_marker("floor"):
@@ -111,19 +114,39 @@ def student_timings():
 
 
 @pytest.fixture(scope="session")
-def built_book() -> Path:
-    """Build the book once per session with warnings as errors."""
+def book_build():
+    """Start the book's ``-W -n`` build in the background (log: ``_build/build.log``).
+
+    :func:`built_book` waits for it. The Binder test (``tests/test_binder.py``, which runs
+    before the browser tests) starts it first and drives JupyterLab while Sphinx works: the
+    build keeps about one core busy, the Binder check mostly waits on its browser.
+    """
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run(
-        [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    log = proc.stdout + proc.stderr
-    (BUILD_DIR / "build.log").write_text(log)
-    assert proc.returncode == 0, f"book build failed:\n{log[-6000:]}"
+    BUILD_DIR.mkdir(exist_ok=True)
+    with (BUILD_DIR / "build.log").open("w") as log:
+        proc = subprocess.Popen(
+            [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    yield proc
+    if proc.poll() is None:  # the session ended before anything waited for the build
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def built_book(book_build) -> Path:
+    """The built book (``_build/html``), once its build succeeded without a warning."""
+    try:
+        returncode = book_build.wait(timeout=3600)
+    except subprocess.TimeoutExpired:
+        book_build.kill()
+        pytest.fail("book build took more than an hour")
+    log = (BUILD_DIR / "build.log").read_text()
+    assert returncode == 0, f"book build failed:\n{log[-6000:]}"
     warnings = [line for line in log.splitlines() if "WARNING" in line]
     assert not warnings, "book build printed warnings:\n" + "\n".join(warnings)
     assert (HTML_DIR / "index.html").exists()

@@ -4,10 +4,12 @@ JupyterLab starts from a copy of the repository's tracked files with ``$HOME`` s
 (Binder copies the repository into ``$HOME``, so ``.jupyter/`` is its Jupyter configuration),
 in an environment holding what Binder installs (``environment.yml``: the runtime
 dependencies, JupyterLab, jupytext; see ``book_tools.ensure_binder_venv``). Headless
-Chromium, with every non-local request blocked, opens the URL that the built chapter page's
-Binder button names, with the Binder host replaced by the local server. The test checks that
-a notebook opens (not a text editor), that its first code cells run, and that a widget
-renders; the screenshot is kept under ``_build/screenshots/``.
+Chromium, with every non-local request blocked, opens the chapter's Binder path
+(``urlpath=lab/tree/<chapter>.md``) on the local server. The test checks that a notebook
+opens (not a text editor), that its first code cells run, and that a widget renders; the
+screenshot is kept under ``_build/screenshots/``. The book builds meanwhile (it is started
+first, in the background); at the end the test checks that the built chapter page's Binder
+button names exactly the path it opened.
 """
 
 from __future__ import annotations
@@ -144,13 +146,12 @@ def _wait_for_kernel(base: str, path: str, timeout: float = 120) -> None:
     raise AssertionError(f"no idle kernel for {path} after {timeout} s: sessions {sessions}")
 
 
-def test_binder_button_opens_the_chapter_as_a_notebook(built_book, jupyterlab):
+def test_binder_button_opens_the_chapter_as_a_notebook(book_build, jupyterlab, request):
     from playwright.sync_api import sync_playwright
     from test_book import CHROMIUM_FLAGS, _chromium
 
-    launch = urlparse(_binder_url(built_book))
-    urlpath = parse_qs(launch.query)["urlpath"][0]  # lab/tree/book/...md
-    assert urlpath == f"lab/tree/{CHAPTER.relative_to(ROOT).as_posix()}", urlpath
+    # book_build (first argument) has started the build; it runs while JupyterLab works.
+    urlpath = f"lab/tree/{CHAPTER.relative_to(ROOT).as_posix()}"  # what Binder opens
     url = f"{jupyterlab}/{urlpath}?token={TOKEN}"
     host = urlparse(jupyterlab).netloc
     blocked: list[str] = []
@@ -215,3 +216,6 @@ def test_binder_button_opens_the_chapter_as_a_notebook(built_book, jupyterlab):
             browser.close()
     assert not blocked, "JupyterLab tried to leave this machine:\n" + "\n".join(blocked)
     assert SCREENSHOT.stat().st_size > 20_000
+    # The reader gets there through the built page's button: it must name this very path.
+    launch = urlparse(_binder_url(request.getfixturevalue("built_book")))
+    assert parse_qs(launch.query)["urlpath"] == [urlpath], launch.query

@@ -140,12 +140,16 @@ INSPECT = """
 """
 
 
+#: Pages loaded at once by the page check: two tabs, each in its own browser context (its
+#: own renderer process), so that one page typesets its math while the other is inspected.
+TABS = 2
+
+
 def test_every_page_renders_offline(built_book, server, browser):
     blocked: list[str] = []
     failures: list[str] = []
     console_errors: list[str] = []
     host = urlparse(server).netloc
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
 
     def route(r):
         if urlparse(r.request.url).netloc == host:
@@ -154,24 +158,33 @@ def test_every_page_renders_offline(built_book, server, browser):
             blocked.append(r.request.url)
             r.abort()
 
-    context.route("**/*", route)
-    page = context.new_page()
-    page.on("pageerror", lambda err: console_errors.append(f"{page.url}: {err}"))
-    page.on(
-        "console",
-        lambda msg: (
-            console_errors.append(f"{page.url}: {msg.text}") if msg.type == "error" else None
-        ),
-    )
+    tabs = []
+    for _ in range(TABS):
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.route("**/*", route)
+        tab = context.new_page()
+        tab.on("pageerror", lambda err, tab=tab: console_errors.append(f"{tab.url}: {err}"))
+        tab.on(
+            "console",
+            lambda msg, tab=tab: (
+                console_errors.append(f"{tab.url}: {msg.text}") if msg.type == "error" else None
+            ),
+        )
+        tabs.append(tab)
     pages = _pages(built_book)
     assert pages, "no pages found"
     chapters = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in chapter_notebooks()}
     taught = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in taught_chapters()}
     seen_chapters = 0
-    for rel in pages:
-        page.goto(f"{server}/{rel}", wait_until="load")
-        page.evaluate(WAIT_FOR_RENDER)
-        info = page.evaluate(INSPECT)
+    for tab, rel in zip(tabs, pages, strict=False):  # the first pages start loading at once
+        tab.goto(f"{server}/{rel}", wait_until="commit")
+    for i, rel in enumerate(pages):
+        tab = tabs[i % TABS]
+        tab.wait_for_load_state("load")
+        tab.evaluate(WAIT_FOR_RENDER)
+        info = tab.evaluate(INSPECT)
+        if i + TABS < len(pages):  # this tab's next page loads while the others are checked
+            tab.goto(f"{server}/{pages[i + TABS]}", wait_until="commit")
         where = f"[{rel}]"
         if info["tracebacks"] or info["text_has_traceback"]:
             failures.append(f"{where} shows error output or a traceback")
@@ -200,7 +213,7 @@ def test_every_page_renders_offline(built_book, server, browser):
             if not ipynb:
                 failures.append(f"{where} has no .ipynb download")
             else:
-                resp = context.request.get(ipynb[0])
+                resp = tab.context.request.get(ipynb[0])
                 if resp.status != 200:
                     failures.append(f"{where} .ipynb download returns {resp.status}")
         if rel in taught:
@@ -214,7 +227,8 @@ def test_every_page_renders_offline(built_book, server, browser):
                 )
             if info["solutions_open"]:
                 failures.append(f"{where} shows {info['solutions_open']} solutions before a click")
-    context.close()
+    for tab in tabs:
+        tab.context.close()
     assert seen_chapters == len(chapters), (seen_chapters, sorted(chapters))
     assert not blocked, "pages tried to reach the network:\n" + "\n".join(sorted(set(blocked)))
     assert not console_errors, "JavaScript errors:\n" + "\n".join(console_errors)
