@@ -17,7 +17,8 @@ the cache; student notebooks run without it, as a reader's notebook does.
 
 **Training once per session.** The kernels run with ``CCMC_RESULT_CACHE`` pointing at
 ``_build/result_cache`` (emptied when the pool starts): every training call
-(:func:`ccmc_lite.core.train_runs`) stores its result there, and a later call with the same
+(:func:`ccmc_lite.core.train_runs`) and Part I's long simulations and fits
+(``sample_trajectories``, ``fit_newton``) store their results there, and a later call with the same
 fingerprint (arguments by value, the package's sources, library versions, thread count and
 global random states; see :mod:`ccmc_lite.core.replay`) replays it. The pool runs all
 chapters before any student notebook, so a student notebook (its chapter less the

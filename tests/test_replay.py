@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccmc_lite import TrainConfig, core, markov, ngram, train_runs
+from ccmc_lite import TrainConfig, ccmc, core, markov, ngram, train_runs
 from ccmc_lite.core.replay import RESULT_CACHE_ENV, fingerprint, replayable
 
 
@@ -64,6 +64,37 @@ def test_other_inputs_are_a_miss_and_a_call_that_seeds_itself_ignores_the_global
     torch.manual_seed(2)  # train_runs draws nothing from the global state: still a hit
     assert torch.equal(_train(T=8).loss, first.loss)
     assert "replayed" in capsys.readouterr().out
+
+
+def test_part_one_simulations_and_fits_replay_and_a_figure_never_does(
+    tmp_path, monkeypatch, capsys
+):
+    """Part I's long runs (trajectories, Newton fits) replay; draw_collapse samples afresh."""
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv(RESULT_CACHE_ENV, str(tmp_path))
+    P = ccmc.random_chain(3, seed=2)
+    first = ccmc.sample_trajectories(P, [0, 1, 2], 200, seed=4, n_traj=3)
+    data = ccmc.trajectory_data(first.tokens, 3, 3)
+    fit = ccmc.fit_newton(data, torch.eye(3, dtype=torch.float64), max_iter=5)
+    names = sorted(p.name.split("-")[0] for p in tmp_path.glob("*.pt"))
+    assert names == ["fit_newton", "sample_trajectories"]
+    assert "replayed" not in capsys.readouterr().out
+    again = ccmc.sample_trajectories(P, [0, 1, 2], 200, seed=4, n_traj=3)
+    refit = ccmc.fit_newton(data, torch.eye(3, dtype=torch.float64), max_iter=5)
+    assert capsys.readouterr().out.count("replayed from the result cache") == 2
+    assert torch.equal(first.tokens, again.tokens) and torch.equal(first.counts, again.counts)
+    assert torch.equal(fit.W, refit.W) and torch.equal(fit.loss, refit.loss)
+    other = ccmc.sample_trajectories(P, [0, 1, 2], 200, seed=5, n_traj=3)  # another seed
+    assert "replayed" not in capsys.readouterr().out
+    assert not torch.equal(first.tokens, other.tokens)
+    # a figure's own short trajectory is neither stored nor replayed, even when it is the
+    # very call a chapter made just before (the chapter's output must come from its own runs)
+    ccmc.sample_trajectories(P, [0, 1, 2], 300, seed=0)
+    stored = set(tmp_path.glob("*.pt"))
+    plt.close(ccmc.draw_collapse(P, [0, 1, 2], 300, seed=0))
+    assert "replayed" not in capsys.readouterr().out
+    assert set(tmp_path.glob("*.pt")) == stored
 
 
 def test_a_call_that_draws_from_the_global_state_is_keyed_by_it(tmp_path, monkeypatch, capsys):

@@ -942,7 +942,10 @@ def draw_collapse(P: Any, prompt: Any, length: int, *, seed: int, window: int = 
 
     P = check_transition(P)
     K = P.shape[0]
-    traj = sample_trajectories(P, prompt, length, seed=seed)
+    # the undecorated sampler: a figure's one short trajectory is not worth a result-cache
+    # entry, and a chapter that sampled the same trajectory itself must not see a replay
+    sample = getattr(sample_trajectories, "__wrapped__", sample_trajectories)
+    traj = sample(P, prompt, length, seed=seed)
     if traj.tokens is None:  # keep_tokens defaults to True
         raise RuntimeError("sample_trajectories returned no tokens")
     tokens = traj.tokens[0]

@@ -2,10 +2,12 @@
 
 Set the environment variable ``CCMC_RESULT_CACHE`` to a folder and every call of
 :func:`~ccmc_lite.core.train_runs` (so every trainer of the book) whose inputs were seen
-before in that folder returns the stored result instead of training again. Readers use it
-to re-run a chapter in seconds; the book's tests use it so that a student notebook (the
-chapter less its solutions) replays the training its chapter ran a minute earlier with
-exactly the same inputs. Unset (the default), nothing is read or written.
+before in that folder returns the stored result instead of training again; so do Part I's
+long computations that train nothing, :func:`~ccmc_lite.ccmc.sample_trajectories` and
+:func:`~ccmc_lite.ccmc.fit_newton`. Readers use it to re-run a chapter in seconds; the
+book's tests use it so that a student notebook (the chapter less its solutions) replays
+what its chapter computed a minute earlier with exactly the same inputs. Unset (the
+default), nothing is read or written.
 
 **What "the same inputs" means.** A call is identified by :func:`~ccmc_lite.core.fingerprint` of
 
