@@ -20,7 +20,7 @@ import time
 
 import torch
 from bench_limits import run_step_limit
-from profiling import best_of, top_ops
+from profiling import round_ratios, timed_rounds, top_ops
 from torch import nn
 
 from ccmc_lite.core import TrainConfig, train_runs
@@ -70,12 +70,12 @@ def trainer_ratio(n_runs: int = 64, steps: int = 40, repeats: int = 3) -> dict[s
     """Seconds for both paths (best of ``repeats``, interleaved), their ratio and the ceiling."""
     for batched in (True, False):  # warm-up
         _timed(batched, 2, 3)
-    best = best_of(
+    times = timed_rounds(
         repeats,
         batched=lambda: _timed(True, n_runs, steps),
         looped=lambda: _timed(False, n_runs, steps),
     )
-    batched_s, looped_s = best["batched"], best["looped"]
+    batched_s, looped_s = min(times["batched"]), min(times["looped"])
     short = TrainConfig(steps=5, lr=1e-3)
     top = top_ops(
         lambda: train_runs(
@@ -95,6 +95,7 @@ def trainer_ratio(n_runs: int = 64, steps: int = 40, repeats: int = 3) -> dict[s
         "trainer_batched_s": round(batched_s, 3),
         "trainer_looped_s": round(looped_s, 3),
         "trainer_speedup_batched_vs_loop": round(looped_s / batched_s, 2),
+        "trainer_speedup_per_round": round_ratios(times, "looped", "batched"),
         "trainer_batched_top_ops": top,
         "trainer_run_step_roofline_ms": round(limit_ms, 4),
         "trainer_run_step_flop_limit_ms": round(flop_ms, 4),

@@ -13,17 +13,31 @@ from collections.abc import Callable
 from torch.profiler import ProfilerActivity, profile
 
 
-def best_of(repeats: int, **timers: Callable[[], float]) -> dict[str, float]:
-    """The least of ``repeats`` timings of each timer (each returns seconds), interleaved.
+def timed_rounds(repeats: int, **timers: Callable[[], float]) -> dict[str, list[float]]:
+    """Every timing of each timer (each returns seconds), in ``repeats`` interleaved rounds.
 
-    One round calls every timer once, in the order given; ``repeats`` rounds. A load spike
-    on the shared machine then slows one repeat of each path rather than all repeats of one.
+    One round calls every timer once, in the order given. A load spike on the shared
+    machine then slows one round of each path rather than all repeats of one.
     """
-    best = dict.fromkeys(timers, float("inf"))
+    times: dict[str, list[float]] = {name: [] for name in timers}
     for _ in range(repeats):
         for name, timer in timers.items():
-            best[name] = min(best[name], timer())
-    return best
+            times[name].append(timer())
+    return times
+
+
+def best_of(repeats: int, **timers: Callable[[], float]) -> dict[str, float]:
+    """The least of ``repeats`` interleaved timings of each timer (see :func:`timed_rounds`)."""
+    return {name: min(t) for name, t in timed_rounds(repeats, **timers).items()}
+
+
+def round_ratios(times: dict[str, list[float]], slow: str, fast: str) -> list[float]:
+    """``slow / fast`` in each round of :func:`timed_rounds`: how much the ratio varies.
+
+    The benchmarks report the ratio of the best timings; these per-round ratios show the
+    spread that the shared machine's load puts around it.
+    """
+    return [round(s / f, 2) for s, f in zip(times[slow], times[fast], strict=True)]
 
 
 def top_ops(fn: Callable[[], object], n: int = 6) -> list[list[object]]:
