@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ccmc_lite.core.stored import _cpuinfo
+
 HERE = Path(__file__).resolve().parent
 
 #: The whole preloaded library: MKL's vendor check, answered "Intel".
@@ -59,18 +61,6 @@ FIGURES = {
     "foundation_looped_ms_per_run_step": "trainer_looped_ms_per_run_step",
     "foundation_ratio": "trainer_speedup_batched_vs_loop",
 }
-
-
-def cpu_vendor() -> str:
-    """The ``vendor_id`` of ``/proc/cpuinfo`` (empty where there is none)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return ""
-    for line in text.splitlines():
-        if line.startswith("vendor_id"):
-            return line.split(":", 1)[1].strip()
-    return ""
 
 
 def build_shim(folder: Path) -> Path | None:
@@ -102,7 +92,7 @@ def _child(quick: bool, preload: Path | None) -> dict[str, object]:
 
 def run(quick: bool = False) -> dict[str, object]:
     """Both code paths, measured one after the other in fresh processes."""
-    vendor = cpu_vendor()
+    vendor = _cpuinfo("vendor_id") or ""
     if platform.system() != "Linux" or platform.machine() != "x86_64":
         return {"skipped": f"needs Linux on x86_64; this is {platform.system()} on "
                            f"{platform.machine()}"}  # fmt: skip

@@ -52,16 +52,21 @@ def _package_version() -> str:
     return __version__
 
 
-def _cpu_model() -> str:
-    """The processor's name (``model name`` of ``/proc/cpuinfo`` on Linux)."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of ``field`` in ``/proc/cpuinfo`` (first processor), ``None`` where absent."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
             for line in info:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    return None
+
+
+def _cpu_model() -> str:
+    """The processor's name (``model name`` of ``/proc/cpuinfo`` on Linux)."""
+    return _cpuinfo("model name") or platform.processor() or "unknown CPU"
 
 
 def _machine() -> str:
