@@ -155,6 +155,17 @@ def pip(python: Path, *args: str | Path) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
 
 
+def dev_module():
+    """``dev.py`` as a module (standard library only): its installer for the floor."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_ccmc_dev", ROOT / "dev.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def lock_pin(name: str) -> str:
     for line in LOCK.read_text().splitlines():
         if line.lower().startswith(f"{name.lower()}=="):
@@ -655,7 +666,9 @@ def _ensure_floor_venv() -> Path:
         pip(python, "install", "--no-compile", "--no-deps", req)
         raised.update(_minimums_required_by(python, req.split("==")[0]))
     reqs = floor_requirements(raised)
-    pip(python, "install", "--no-compile", *reqs, *tools, lock_pin("ipykernel"))
+    # With uv, as dev.py installs .venv (pip took 40 s of CPU here, resolving ipywidgets
+    # 7's old dependencies, against uv's few seconds); the reader's environment is pip's.
+    dev_module().install_pinned(python, [*reqs, *tools, lock_pin("ipykernel")])
     pip(python, "check")
     subprocess.run(
         [str(python), "-m", "ipykernel", "install", "--prefix", str(FLOOR_VENV)],

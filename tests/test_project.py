@@ -11,7 +11,7 @@ from pathlib import Path
 import tomllib
 import yaml
 
-from book_tools import ROOT
+from book_tools import ROOT, dev_module
 
 # PyPI name -> names that satisfy it in a conda(-forge) environment.yml.
 CONDA_NAMES = {
@@ -132,13 +132,41 @@ def test_dev_py_usage_lists_the_commands():
     assert bad.returncode == 2
 
 
-def _dev_module():
-    import importlib.util
+def test_dev_py_installs_the_lock_with_uv_and_falls_back_to_pip(monkeypatch):
+    """``install_pinned``: pip installs the lock's uv, uv installs the rest; pip alone when
+    uv fails, when ``CCMC_INSTALLER=pip`` or when the lock pins no uv."""
+    dev = dev_module()
+    calls: list[list[str]] = []
 
-    spec = importlib.util.spec_from_file_location("ccmc_dev", ROOT / "dev.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    def fake_run(cmd, **kwargs):
+        calls.append([str(c) for c in cmd])
+        if "uv" in calls[-1][1:3] and fail_uv:
+            raise subprocess.CalledProcessError(2, cmd)
+
+    monkeypatch.setattr(dev, "run", fake_run)
+    py = Path("/env/bin/python")
+    uv_pin = dev.lock_pin("uv")
+    assert uv_pin and uv_pin.startswith("uv=="), "the lock pins uv"
+    assert dev.lock_pin("torch").startswith("torch==") and dev.lock_pin("no-such-package") is None
+
+    def installers(env: str | None, fail: bool, pin: str | None = uv_pin) -> list[str]:
+        nonlocal fail_uv
+        fail_uv = fail
+        calls.clear()
+        monkeypatch.setattr(dev, "lock_pin", lambda name: pin if name == "uv" else None)
+        if env is None:
+            monkeypatch.delenv("CCMC_INSTALLER", raising=False)
+        else:
+            monkeypatch.setenv("CCMC_INSTALLER", env)
+        dev.install_pinned(py, ["-r", "lock.txt"])
+        return [" ".join(c[1:3]) + " " + c[-1] for c in calls]
+
+    fail_uv = False
+    assert installers(None, False) == [f"-m pip {uv_pin}", "-m uv lock.txt"]
+    assert installers(None, True) == [f"-m pip {uv_pin}", "-m uv lock.txt", "-m pip lock.txt"]
+    assert installers("pip", False) == ["-m pip lock.txt"]
+    assert installers(None, False, pin=None) == ["-m pip lock.txt"]
+    assert all(c[0] == str(py) for c in calls)
 
 
 def test_dev_py_processes_cache_byte_code_under_build(monkeypatch):
@@ -148,7 +176,7 @@ def test_dev_py_processes_cache_byte_code_under_build(monkeypatch):
     recompiled every module it imported; a caller's own prefix is kept, a parent dev.py's
     (the benchmarks' cold run in a fresh clone) is not.
     """
-    dev = _dev_module()
+    dev = dev_module()
     ours = str(ROOT / "_build" / "pycache")
     cases = [
         ({"PYTHONDONTWRITEBYTECODE": "1"}, ours),
