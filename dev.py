@@ -122,7 +122,9 @@ def install_pinned(python: Path, args: list[str | Path]) -> None:
     if uv_pin and os.environ.get("CCMC_INSTALLER", "uv") == "uv":
         try:
             run([*pip, "install", "-q", "--no-compile", uv_pin])
-            run([python, "-m", "uv", "pip", "install", "-q", "--python", python, *args])
+            # --system-certs: the platform's certificates, which pip uses too (a proxy's CA)
+            uv = [python, "-m", "uv", "pip", "install", "-q", "--system-certs"]
+            run([*uv, "--python", python, *args])
             return
         except subprocess.CalledProcessError:
             say("uv failed: installing with pip instead")
