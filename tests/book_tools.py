@@ -39,6 +39,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -155,8 +156,9 @@ def pip(python: Path, *args: str | Path) -> None:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
 
 
+@functools.cache
 def dev_module():
-    """``dev.py`` as a module (standard library only): its installer for the floor."""
+    """``dev.py`` as a module (standard library only): its installer and lock reader."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("_ccmc_dev", ROOT / "dev.py")
@@ -167,10 +169,10 @@ def dev_module():
 
 
 def lock_pin(name: str) -> str:
-    for line in LOCK.read_text().splitlines():
-        if line.lower().startswith(f"{name.lower()}=="):
-            return line.strip()
-    raise LookupError(f"{name} is not pinned in {LOCK}")
+    pin = dev_module().lock_pin(name)
+    if pin is None:
+        raise LookupError(f"{name} is not pinned in {LOCK}")
+    return pin
 
 
 def install_package(python: Path, *pip_args: str) -> None:
