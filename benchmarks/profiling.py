@@ -26,11 +26,6 @@ def timed_rounds(repeats: int, **timers: Callable[[], float]) -> dict[str, list[
     return times
 
 
-def best_of(repeats: int, **timers: Callable[[], float]) -> dict[str, float]:
-    """The least of ``repeats`` interleaved timings of each timer (see :func:`timed_rounds`)."""
-    return {name: min(t) for name, t in timed_rounds(repeats, **timers).items()}
-
-
 def round_ratios(times: dict[str, list[float]], slow: str, fast: str) -> list[float]:
     """``slow / fast`` in each round of :func:`timed_rounds`: how much the ratio varies.
 
