@@ -148,7 +148,7 @@ def _wait_for_kernel(base: str, path: str, timeout: float = 120) -> None:
 
 def test_binder_button_opens_the_chapter_as_a_notebook(book_build, jupyterlab, request):
     from playwright.sync_api import sync_playwright
-    from test_book import CHROMIUM_FLAGS, _chromium
+    from test_book import CHROMIUM_FLAGS, NO_NETWORK, _chromium
 
     # book_build (first argument) has started the build; it runs while JupyterLab works.
     urlpath = f"lab/tree/{CHAPTER.relative_to(ROOT).as_posix()}"  # what Binder opens
@@ -160,9 +160,8 @@ def test_binder_button_opens_the_chapter_as_a_notebook(book_build, jupyterlab, r
     with sync_playwright() as pw:
         # Every host but this machine resolves to nothing (Playwright's request routing
         # would also do, but it stops JupyterLab from creating its kernel session).
-        no_network = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
         browser = pw.chromium.launch(
-            executable_path=_chromium(), args=[*CHROMIUM_FLAGS, no_network]
+            executable_path=_chromium(), args=[*CHROMIUM_FLAGS, NO_NETWORK]
         )
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         context.on(

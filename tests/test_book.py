@@ -1,13 +1,14 @@
 """The whole book: a ``-W -n`` build, then every page checked in headless Chromium.
 
 These tests run last (see ``conftest.py``): the chapter tests have filled the execution
-cache, so the build renders instead of executing everything again. The browser runs with
-**every non-local request blocked**: a page that needs a CDN for math, widgets or figures
-fails here.
+cache, so the build renders instead of executing everything again. In the browser **no
+host but this machine resolves**, and every request a page makes for another host is
+recorded: a page that needs a CDN for math, widgets or figures fails here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import http.server
 import json
@@ -87,7 +88,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_FLAGS)
+        b = pw.chromium.launch(executable_path=_chromium(), args=[*CHROMIUM_FLAGS, NO_NETWORK])
         yield b
         b.close()
 
@@ -143,25 +144,54 @@ INSPECT = """
 #: Pages loaded at once by the page check: two tabs, each in its own browser context (its
 #: own renderer process), so that one page typesets its math while the other is inspected.
 TABS = 2
+#: Every host but this machine resolves to nothing, so a page that needs the network fails
+#: to load what it asked for; a listener records what it asked for. (Playwright's request
+#: routing would block too, but it passes every request through the test process: 9 CPU-s
+#: of Chromium's time and 7 s of wall time more for the book's pages here.)
+NO_NETWORK = "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"
 
 
-def test_every_page_renders_offline(built_book, server, browser):
+@dataclasses.dataclass
+class Rendered:
+    """What the browser saw on the book's pages, each page loaded and typeset once."""
+
+    pages: list[str]
+    info: dict[str, dict]  # page -> the INSPECT record
+    downloads: dict[str, int]  # chapter page -> HTTP status of its .ipynb download
+    blocked: list[str]  # non-local URLs the pages asked for
+    console_errors: list[str]
+    screenshot: Path  # the first Part chapter, as loaded
+    solution_page: str  # the first taught chapter
+    solution_before: bool  # its first solution's content visible before the click
+    solution_after: bool  # ... and after it
+    solution_text: str
+
+
+def _check_first_solution(tab) -> tuple[bool, bool, str]:
+    solution = tab.locator(".solution").first
+    content = solution.locator("section").first
+    before = content.is_visible()
+    solution.locator(".admonition-title").first.click()
+    tab.wait_for_timeout(400)
+    return before, content.is_visible(), content.inner_text().strip()
+
+
+@pytest.fixture(scope="module")
+def rendered(built_book, server, browser) -> Rendered:
+    """Load every page once, in :data:`TABS` tabs, and record what the tests check.
+
+    The screenshot and the click on a solution happen on the page as loaded for the check,
+    rather than on a second load of the same page (which costs its typesetting again).
+    """
     blocked: list[str] = []
-    failures: list[str] = []
     console_errors: list[str] = []
     host = urlparse(server).netloc
-
-    def route(r):
-        if urlparse(r.request.url).netloc == host:
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
     tabs = []
     for _ in range(TABS):
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.route("**/*", route)
+        context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        context.on(
+            "request", lambda r: blocked.append(r.url) if urlparse(r.url).netloc != host else None
+        )
         tab = context.new_page()
         tab.on("pageerror", lambda err, tab=tab: console_errors.append(f"{tab.url}: {err}"))
         tab.on(
@@ -172,19 +202,46 @@ def test_every_page_renders_offline(built_book, server, browser):
         )
         tabs.append(tab)
     pages = _pages(built_book)
-    assert pages, "no pages found"
     chapters = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in chapter_notebooks()}
-    taught = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in taught_chapters()}
-    seen_chapters = 0
+    shot = _screenshot_chapter()
+    shot_page = shot.relative_to(ROOT).with_suffix(".html").as_posix()
+    solution_page = taught_chapters()[0].relative_to(ROOT).with_suffix(".html").as_posix()
+    assert {shot_page, solution_page} <= set(pages), (shot_page, solution_page)
+    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
+    screenshot = SCREENSHOT_DIR / (shot.stem + ".png")
+    screenshot.unlink(missing_ok=True)
+    info: dict[str, dict] = {}
+    downloads: dict[str, int] = {}
+    solution = (True, False, "")
     for tab, rel in zip(tabs, pages, strict=False):  # the first pages start loading at once
         tab.goto(f"{server}/{rel}", wait_until="commit")
     for i, rel in enumerate(pages):
         tab = tabs[i % TABS]
         tab.wait_for_load_state("load")
         tab.evaluate(WAIT_FOR_RENDER)
-        info = tab.evaluate(INSPECT)
+        info[rel] = tab.evaluate(INSPECT)
+        if rel == shot_page:
+            tab.screenshot(path=str(screenshot), full_page=False)
+        if rel == solution_page:
+            solution = _check_first_solution(tab)
+        if rel in chapters:
+            ipynb = [u for u in info[rel]["download"] if u.endswith(".ipynb")]
+            if ipynb:
+                downloads[rel] = tab.context.request.get(ipynb[0]).status
         if i + TABS < len(pages):  # this tab's next page loads while the others are checked
             tab.goto(f"{server}/{pages[i + TABS]}", wait_until="commit")
+    for tab in tabs:
+        tab.context.close()
+    return Rendered(pages, info, downloads, blocked, console_errors, screenshot, solution_page,
+                    *solution)  # fmt: skip
+
+
+def test_every_page_renders_offline(rendered):
+    assert rendered.pages, "no pages found"
+    chapters = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in chapter_notebooks()}
+    taught = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in taught_chapters()}
+    failures: list[str] = []
+    for rel, info in rendered.info.items():
         where = f"[{rel}]"
         if info["tracebacks"] or info["text_has_traceback"]:
             failures.append(f"{where} shows error output or a traceback")
@@ -200,7 +257,6 @@ def test_every_page_renders_offline(built_book, server, browser):
         if info["widget_views"] and not info["widgets_rendered"]:
             failures.append(f"{where} has widget views that did not render")
         if rel in chapters:
-            seen_chapters += 1
             if not info["chapter"]:
                 failures.append(f"{where} lacks the chapter marker")
             if not any("mybinder.org" in u for u in info["launch"]):
@@ -209,13 +265,10 @@ def test_every_page_renders_offline(built_book, server, browser):
                 "colab.research.google.com" in u and u.endswith(".ipynb") for u in info["launch"]
             ):
                 failures.append(f"{where} has no Colab button pointing at an .ipynb")
-            ipynb = [u for u in info["download"] if u.endswith(".ipynb")]
-            if not ipynb:
+            if rel not in rendered.downloads:
                 failures.append(f"{where} has no .ipynb download")
-            else:
-                resp = tab.context.request.get(ipynb[0])
-                if resp.status != 200:
-                    failures.append(f"{where} .ipynb download returns {resp.status}")
+            elif rendered.downloads[rel] != 200:
+                failures.append(f"{where} .ipynb download returns {rendered.downloads[rel]}")
         if rel in taught:
             if info["exercises"] < 2:
                 failures.append(f"{where} has {info['exercises']} exercise blocks (want >= 2)")
@@ -227,11 +280,11 @@ def test_every_page_renders_offline(built_book, server, browser):
                 )
             if info["solutions_open"]:
                 failures.append(f"{where} shows {info['solutions_open']} solutions before a click")
-    for tab in tabs:
-        tab.context.close()
-    assert seen_chapters == len(chapters), (seen_chapters, sorted(chapters))
+    seen_chapters = chapters & set(rendered.info)
+    assert seen_chapters == chapters, sorted(chapters - seen_chapters)
+    blocked = rendered.blocked
     assert not blocked, "pages tried to reach the network:\n" + "\n".join(sorted(set(blocked)))
-    assert not console_errors, "JavaScript errors:\n" + "\n".join(console_errors)
+    assert not rendered.console_errors, "JavaScript errors:\n" + "\n".join(rendered.console_errors)
     assert not failures, "\n".join(failures)
 
 
@@ -241,34 +294,18 @@ def _screenshot_chapter() -> Path:
     return (parts or chapters)[0]
 
 
-def test_screenshot_of_a_chapter(built_book, server, browser):
-    chapter = _screenshot_chapter()
-    rel = chapter.relative_to(ROOT).with_suffix(".html").as_posix()
-    SCREENSHOT_DIR.mkdir(parents=True, exist_ok=True)
-    out = SCREENSHOT_DIR / (chapter.stem + ".png")
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    page.goto(f"{server}/{rel}", wait_until="load")
-    page.evaluate(WAIT_FOR_RENDER)
-    page.screenshot(path=str(out), full_page=False)
-    page.close()
+def test_screenshot_of_a_chapter(rendered):
+    out = rendered.screenshot
+    assert out.exists(), f"no screenshot of {out.stem}"
     assert out.stat().st_size > 20_000, "screenshot is suspiciously small (blank page?)"
 
 
-def test_a_solution_opens_on_click(built_book, server, browser):
+def test_a_solution_opens_on_click(rendered):
     """Solutions are hidden, not missing: the toggle reveals the first one."""
-    chapter = taught_chapters()[0]
-    rel = chapter.relative_to(ROOT).with_suffix(".html").as_posix()
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    page.goto(f"{server}/{rel}", wait_until="load")
-    page.evaluate(WAIT_FOR_RENDER)
-    solution = page.locator(".solution").first
-    content = solution.locator("section").first
-    assert not content.is_visible(), f"[{rel}] first solution is open before a click"
-    solution.locator(".admonition-title").first.click()
-    page.wait_for_timeout(400)
-    assert content.is_visible(), f"[{rel}] first solution stays hidden after a click"
-    assert len(content.inner_text().strip()) > 20, "the revealed solution is empty"
-    page.close()
+    rel = rendered.solution_page
+    assert not rendered.solution_before, f"[{rel}] first solution is open before a click"
+    assert rendered.solution_after, f"[{rel}] first solution stays hidden after a click"
+    assert len(rendered.solution_text) > 20, "the revealed solution is empty"
 
 
 LINK = re.compile(r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)/[^"]+)"')
