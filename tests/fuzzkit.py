@@ -197,6 +197,16 @@ def bad_values(arg: A) -> Iterator[tuple[str, Any]]:
         if o.get("shape", True):
             yield "extra dims", x.reshape(1, 1, *x.shape)
             yield "empty", x.reshape(-1)[:0]
+    elif k == "factors":  # one positive factor per run
+        x = _t(v, torch.float64)
+        yield from common
+        yield "nan", _with(x, math.nan)
+        yield "inf", _with(x, math.inf)
+        yield "zero entry", _with(x, 0.0)
+        yield "negative entry", _with(x, -1.0)
+        yield "one short", x[:-1]
+        yield "2-D", x.reshape(-1, 1)
+        yield "number", 2.0
     elif k == "choice":
         yield "bogus", "bogus-choice"
         yield "int", 3
@@ -287,6 +297,7 @@ def build_table() -> list[Entry]:
     add(E("core.as_tensor", a("v"), a([1.0, 2.0])))
     add(E("core.check_choice", a("v"), a("a"), a(("a", "b"))))
     add(E("core.check_float", a("v"), a(0.5, "real")))
+    add(E("core.check_factors", a("v"), a([0.5, 2.0], "factors"), a(2, "count", huge=False)))
     add(E("core.check_int", a("v"), a(3, "count", huge=False), minimum=a(0)))
     add(E("core.check_prob_vector", a("v"), a(p3, "probvec"), atol=a(1e-6, "pos")))
     add(E("core.check_probability", a("v"), a(0.5, "prob")))
@@ -353,6 +364,7 @@ def build_table() -> list[Entry]:
             seed=a(0, "seed"),
             batched=a(True, "bool"),
             first_run=a(0, "count", huge=False),
+            lr_scale=a([1.0, 2.0], "factors", none_ok=True),
             **prog,
         )
     )
@@ -872,6 +884,7 @@ def build_table() -> list[Entry]:
             seed=a(0, "seed"),
             batch_size=a(2, "int"),
             first_run=a(0, "count", huge=False),
+            lr_scale=a([1.0, 2.0], "factors", none_ok=True),
             **prog,
         )
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -238,6 +239,65 @@ def test_train_runs_rejects_bad_arguments():
             seed=0,
             progress=False,
         )
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "adam", "sgd"])
+def test_lr_scale_trains_each_run_at_its_own_rate_in_one_program(optimizer, both):
+    """Run r of one program with ``lr_scale`` is the ordinary run at ``lr_scale[r] * lr``."""
+    cfg = CFG if optimizer == "adamw" else TrainConfig(
+        steps=25, lr=1e-2, optimizer=optimizer, schedule="cosine", warmup_steps=3,
+        weight_decay=1e-2, checkpoint_steps=(0,),
+    )  # fmt: skip
+    scales = (1.0, 0.25, 3.0, 1.0)
+    kw = dict(n_runs=4, config=cfg, seed=5, progress=False)
+    batched = train_runs(TiedMLP, loss_fn, batch_fn, lr_scale=scales, **kw)
+    assert batched.lr_scale == scales
+    for r, s in enumerate(scales):
+        alone = train_runs(
+            TiedMLP, loss_fn, batch_fn, **{**kw, "config": replace(cfg, lr=cfg.lr * s)},
+            batched=False,
+        )  # fmt: skip
+        for name, value in batched.params.items():
+            torch.testing.assert_close(value[r], alone.params[name][r], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(batched.loss[r], alone.loss[r], rtol=1e-4, atol=1e-5)
+    if optimizer == "adamw":  # factor 1 leaves a run's numbers exactly as they were
+        plain = both[0]
+        for r in (0, 3):
+            assert torch.equal(batched.loss[r], plain.loss[r])
+            for name, value in batched.params.items():
+                assert torch.equal(value[r], plain.params[name][r]), name
+    # the runs really moved at different rates: distance travelled from the initialisation
+    start = batched.params_at(0)
+    moved = sum((batched.params[n] - start[n]).flatten(1).norm(dim=1) for n in start)
+    assert moved[2] > moved[0] > moved[1]
+
+
+def test_lr_scale_is_per_run_in_the_loop_too():
+    kw = dict(n_runs=2, config=CFG, seed=5, progress=False, batched=False)
+    looped = train_runs(TiedMLP, loss_fn, batch_fn, lr_scale=[1.0, 2.0], **kw)
+    fast = train_runs(TiedMLP, loss_fn, batch_fn, **{**kw, "config": replace(CFG, lr=2 * CFG.lr)})
+    plain = train_runs(TiedMLP, loss_fn, batch_fn, **kw)
+    assert torch.equal(looped.loss[0], plain.loss[0])
+    assert torch.equal(looped.loss[1], fast.loss[1])
+    assert not torch.equal(looped.loss[1], plain.loss[1])
+
+
+@pytest.mark.parametrize(
+    ("lr_scale", "error", "match"),
+    [
+        ([1.0, 2.0], ValueError, r"lr_scale must hold 3 numbers; got 2"),
+        ([1.0, 0.0, 1.0], ValueError, r"lr_scale\[1\] must lie in \(0\.0, inf\]; got 0\.0"),
+        ([1.0, -1.0, 1.0], ValueError, r"lr_scale\[1\] must lie in"),
+        ([1.0, float("nan"), 1.0], ValueError, r"lr_scale\[1\] must be finite"),
+        ([1.0, "2", 1.0], TypeError, r"lr_scale\[1\] must be a real number"),
+        ("123", TypeError, r"lr_scale must be a sequence of 3 numbers"),
+        (2.0, TypeError, r"lr_scale must be a sequence of 3 numbers"),
+        (torch.ones(3, 1), ValueError, r"lr_scale must have shape \(3,\); got shape \(3, 1\)"),
+    ],
+)
+def test_lr_scale_rejects_bad_factors(lr_scale, error, match):
+    with pytest.raises(error, match=match):
+        train_runs(TiedMLP, loss_fn, batch_fn, n_runs=3, config=CFG, seed=0, lr_scale=lr_scale)
 
 
 def test_eval_data_gives_each_run_its_own_evaluation_set():

@@ -9,6 +9,9 @@ new leading axis (:func:`torch.func.stack_module_state`) and evaluates all of th
 
 Because Adam, AdamW and SGD update every parameter entry independently, one optimiser on
 the stacked tensors performs exactly the ``R`` separate updates: the runs stay independent.
+Each of their updates, given the optimiser's state, is the learning rate times a direction
+that does not depend on it, so runs with different learning rates (``lr_scale``) still share
+one program: the trainer rescales each run's update after the optimiser's step.
 ``batched=False`` trains the same runs with an ordinary loop (same initialisations), which
 the tests use to check that both paths agree and the benchmarks use as the baseline.
 
@@ -35,6 +38,7 @@ Conventions
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +59,7 @@ from .validation import (
     check_bool,
     check_callable,
     check_choice,
+    check_factors,
     check_float,
     check_instance,
     check_int,
@@ -195,6 +200,8 @@ class TrainResult:
         ``step -> {name: (R, ...)}``.
     seconds : float
         Wall-clock training time.
+    lr_scale : tuple of float, optional
+        Each run's learning rate relative to ``config.lr`` (``None``: all 1).
     """
 
     params: dict[str, torch.Tensor]
@@ -207,6 +214,7 @@ class TrainResult:
     seconds: float
     config: TrainConfig
     template: nn.Module = field(repr=False)
+    lr_scale: tuple[float, ...] | None = None
 
     @property
     def n_runs(self) -> int:
@@ -409,6 +417,7 @@ def train_runs(
     progress: bool = True,
     first_run: int = 0,
     stop_after: int | None = None,
+    lr_scale: Sequence[float] | torch.Tensor | None = None,
 ) -> TrainResult:
     """Train ``n_runs`` independent copies of a model; see the module docstring.
 
@@ -441,6 +450,13 @@ def train_runs(
         Train only the first ``stop_after`` updates of the schedule (the learning rate
         still follows ``config.steps``): a short prefix of a long run, to check that a
         stored run still reproduces. ``None``: all ``config.steps``.
+    lr_scale:
+        ``n_runs`` positive factors: run ``r`` trains with the learning rate
+        ``lr_scale[r] * config.lr`` (its whole schedule scaled), in the same program as the
+        others. A learning-rate sweep is then one program, not one per rate. Runs with
+        factor 1 are bit for bit what they are without ``lr_scale``; the others agree with
+        a separate run at the scaled rate up to rounding. ``None``: every run at
+        ``config.lr``.
 
     Raises
     ------
@@ -464,6 +480,7 @@ def train_runs(
     check_bool("batched", batched)
     check_bool("progress", progress)
     n_steps = config.steps
+    scales = None if lr_scale is None else check_factors("lr_scale", lr_scale, n_runs)
     if stop_after is not None:
         n_steps = check_int("stop_after", stop_after, minimum=1, maximum=config.steps)
     for name, fn in (("make_model", make_model), ("loss_fn", loss_fn), ("batch_fn", batch_fn)):
@@ -499,6 +516,7 @@ def train_runs(
         progress,
         first_run,
         n_steps,
+        scales,
     )
     out = runner(job)
     seconds = time.perf_counter() - start
@@ -514,6 +532,7 @@ def train_runs(
         seconds=seconds,
         config=config,
         template=template,
+        lr_scale=scales,
     )
 
 
@@ -539,6 +558,7 @@ class _Job:
     progress: bool
     first_run: int  # global index of models[0] (its seed stream)
     n_steps: int
+    lr_scale: tuple[float, ...] | None  # (R,) per-run factors on config.lr
 
 
 def _train_batched(job: _Job) -> _RunnerOutput:
@@ -549,6 +569,12 @@ def _train_batched(job: _Job) -> _RunnerOutput:
     batched_loss = over_runs(job.models[0], job.loss_fn, randomness="different")
     leaves = [params[n] for n in names]
     opt = _make_optimizer(leaves, job.config)
+    # Per-run learning rates: after a step from theta to theta', run r moves to
+    # theta + s_r (theta' - theta), i.e. theta'.lerp_(theta, 1 - s_r); each (R, 1, ..., 1).
+    lerp_weights = []
+    if job.lr_scale is not None:
+        s = torch.tensor(job.lr_scale, dtype=leaves[0].dtype, device=job.dev)  # (R,)
+        lerp_weights = [(1 - s).view(-1, *([1] * (t.ndim - 1))) for t in leaves]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(job.config))
     gen = torch.Generator()  # data are drawn on the CPU (same numbers on every device)
     gen.manual_seed(derive_seed(job.seed, job.first_run, 1))
@@ -596,7 +622,12 @@ def _train_batched(job: _Job) -> _RunnerOutput:
             scale = (job.config.grad_clip / (gnorm + 1e-12)).clamp(max=1.0)
             for g in grads:
                 g.mul_(scale.view(-1, *([1] * (g.ndim - 1))))
+        before = [t.detach().clone() for t in leaves] if lerp_weights else []
         opt.step()
+        if lerp_weights:
+            with torch.no_grad():
+                for t, old, w in zip(leaves, before, lerp_weights, strict=True):
+                    t.lerp_(old, w)
         sched.step()
         loss_hist[:, step] = losses.detach().cpu()
         gnorm_hist[:, step] = gnorm.detach().cpu()
@@ -624,8 +655,11 @@ def _train_looped(job: _Job) -> _RunnerOutput:
     )
     for r, model in enumerate(job.models):
         named = dict(model.named_parameters())
-        opt = _make_optimizer(list(named.values()), job.config)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(job.config))
+        own = job.config
+        if job.lr_scale is not None:
+            own = dataclasses.replace(own, lr=own.lr * job.lr_scale[r])
+        opt = _make_optimizer(list(named.values()), own)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(own))
         gen = torch.Generator()  # data are drawn on the CPU (same numbers on every device)
         gen.manual_seed(derive_seed(job.seed, job.first_run + r, 1))
         runs = torch.tensor([job.first_run + r])

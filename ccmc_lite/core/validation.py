@@ -28,6 +28,7 @@ __all__ = [
     "check_callable",
     "check_choice",
     "check_elements",
+    "check_factors",
     "check_fit",
     "check_float",
     "check_instance",
@@ -272,6 +273,23 @@ def check_float(
     if maximum is not None and (value > maximum or (open_upper and value == maximum)):
         raise ValueError(f"{name} must lie in {interval}; got {value}")
     return value
+
+
+def check_factors(name: str, value: Any, length: int) -> tuple[float, ...]:
+    """Check that ``value`` holds ``length`` finite positive numbers (a sequence or a 1-D
+    tensor, e.g. one learning-rate factor per run); return them as a tuple of floats."""
+    length = check_int("length", length, minimum=0)
+    if isinstance(value, torch.Tensor):
+        if value.ndim != 1:
+            raise ValueError(f"{name} must have shape ({length},); got shape {tuple(value.shape)}")
+        value = value.tolist()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(f"{name} must be a sequence of {length} numbers; got {_show(value)}")
+    if len(value) != length:
+        raise ValueError(f"{name} must hold {length} numbers; got {len(value)}")
+    return tuple(
+        check_float(f"{name}[{i}]", v, minimum=0.0, open_lower=True) for i, v in enumerate(value)
+    )
 
 
 def check_probability(name: str, value: Any, *, open_interval: bool = True) -> float:

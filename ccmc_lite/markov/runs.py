@@ -25,6 +25,7 @@ from ..core.training import TrainConfig, TrainResult, train_runs
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
+    check_factors,
     check_float,
     check_instance,
     check_int,
@@ -164,6 +165,7 @@ def train_markov(
     first_run: int = 0,
     stop_after: int | None = None,
     start_from: MarkovTransformer | None = None,
+    lr_scale: Sequence[float] | torch.Tensor | None = None,
 ) -> MarkovRuns:
     """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
 
@@ -206,6 +208,10 @@ def train_markov(
         initialisation (e.g. from the unigram point ``θ_π`` of Makkuva et al. 2024,
         eq. (11), to see whether training leaves it); its options must equal
         ``model_options``. The runs then differ only in their data.
+    lr_scale : sequence of float, optional
+        One factor per kernel: run ``r`` trains with ``lr_scale[r] * config.lr`` in the same
+        program as the others (see :func:`~ccmc_lite.core.train_runs`), e.g. the
+        learning-rate comparison of Sec. 4 of Makkuva et al. (2024) as one program.
 
     Raises
     ------
@@ -247,6 +253,8 @@ def train_markov(
     setting = f"{label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})".strip()
     R = int(P.shape[0])
     size = R if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
+    if lr_scale is not None:
+        lr_scale = check_factors("lr_scale", lr_scale, R)
     parts = []
     for start in range(0, R, size):
         stop = min(start + size, R)
@@ -264,6 +272,7 @@ def train_markov(
                 label=setting if size >= R else f"{setting} [runs {start}-{stop - 1}]",
                 progress=progress,
                 device=device,
+                lr_scale=None if lr_scale is None else lr_scale[start:stop],
             )
         )
     result = parts[0] if len(parts) == 1 else _concatenate(parts)
@@ -287,6 +296,7 @@ def _concatenate(parts: list[TrainResult]) -> TrainResult:
         seconds=sum(p.seconds for p in parts),
         config=parts[0].config,
         template=parts[0].template,
+        lr_scale=None if parts[0].lr_scale is None else sum((p.lr_scale or () for p in parts), ()),
     )
 
 
