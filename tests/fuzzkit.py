@@ -197,16 +197,19 @@ def bad_values(arg: A) -> Iterator[tuple[str, Any]]:
         if o.get("shape", True):
             yield "extra dims", x.reshape(1, 1, *x.shape)
             yield "empty", x.reshape(-1)[:0]
-    elif k == "factors":  # one positive factor per run
+    elif k in ("factors", "nonneg_values"):  # one positive factor per run / values >= 0
         x = _t(v, torch.float64)
         yield from common
         yield "nan", _with(x, math.nan)
         yield "inf", _with(x, math.inf)
-        yield "zero entry", _with(x, 0.0)
         yield "negative entry", _with(x, -1.0)
-        yield "one short", x[:-1]
         yield "2-D", x.reshape(-1, 1)
         yield "number", 2.0
+        if k == "factors":
+            yield "zero entry", _with(x, 0.0)
+            yield "one short", x[:-1]
+        else:
+            yield "empty", x[:0]
     elif k == "choice":
         yield "bogus", "bogus-choice"
         yield "int", 3
@@ -984,6 +987,16 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a([1, 2]),
             smoothing=a(0.5, "nonneg"),
+        )
+    )
+    add(
+        E(
+            "ngram.smoothing_losses",
+            a(tok, "tokens", K=3),
+            a(target, "probvec", "target"),
+            a(3, "int", min=2),
+            a((1,)),
+            a([0.0, 0.5, 2.0], "nonneg_values"),
         )
     )
     add(

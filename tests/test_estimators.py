@@ -21,6 +21,7 @@ from ccmc_lite.ngram import (
     kgram_counts,
     kgram_estimator,
     sample_batch,
+    smoothing_losses,
     subset_counts,
     subset_estimator,
 )
@@ -189,3 +190,37 @@ def test_all_positions_shape_and_normalisation():
     p = kgram_estimator(b.tokens, 4, 2, smoothing=0.5, positions="all")
     assert p.shape == (7, 16, 4)
     np.testing.assert_allclose(p.sum(-1).numpy(), 1.0)
+
+
+@pytest.mark.parametrize("offsets", [(), (1,), (2,), (1, 2)])
+@pytest.mark.parametrize("sampled", [False, True])
+def test_smoothing_losses_equal_one_estimator_per_beta(offsets, sampled):
+    """One count, many normalisations: the same numbers as one estimator per beta."""
+    batch = sample_batch(NGramTask(S=4, n=3, T=24, alpha=0.5), 64, seed=3)
+    target = batch.tokens[:, -1] if sampled else batch.target
+    tokens = batch.tokens[:, :-1] if sampled else batch.tokens
+    betas = np.array([0.0, 0.1, 0.5, 3.0])
+    curve = smoothing_losses(tokens, target, 4, offsets, betas)
+    assert curve.shape == (4,) and curve.dtype == torch.float64
+    for b, value in zip(betas, curve, strict=True):
+        one = cross_entropy(subset_estimator(tokens, 4, offsets, smoothing=b), target).mean()
+        assert torch.equal(value, one) or (math.isinf(value) and math.isinf(one)), (b, value, one)
+    if offsets == (1,):  # the k-gram of Def. 2.1 with k = 2
+        assert float(curve[2]) == estimator_losses(tokens, target, 4, (2,), smoothing=0.5)[2]
+
+
+@pytest.mark.parametrize(
+    ("smoothings", "error", "match"),
+    [
+        ([], ValueError, "at least one value"),
+        ([0.5, -1.0], ValueError, r"smoothings\[1\] must lie in \[0\.0, inf\]"),
+        ([0.5, float("nan")], ValueError, r"smoothings\[1\] must be finite"),
+        (np.ones((2, 2)), ValueError, r"one-dimensional; got shape \(2, 2\)"),
+        ("0.5", TypeError, "smoothings must be a sequence"),
+        (0.5, TypeError, "smoothings must be a sequence"),
+    ],
+)
+def test_smoothing_losses_reject_bad_smoothings(smoothings, error, match):
+    batch = sample_batch(NGramTask(S=3, n=2, T=8, alpha=0.5), 4, seed=0)
+    with pytest.raises(error, match=match):
+        smoothing_losses(batch.tokens, batch.target, 3, (1,), smoothings)

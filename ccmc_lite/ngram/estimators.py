@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from ..core.validation import (
@@ -49,6 +50,7 @@ __all__ = [
     "estimator_losses",
     "kgram_counts",
     "kgram_estimator",
+    "smoothing_losses",
     "subset_counts",
     "subset_estimator",
 ]
@@ -257,6 +259,42 @@ def cross_entropy(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         )
     picked = torch.gather(p, -1, tok.unsqueeze(-1)).squeeze(-1)
     return -torch.log(picked)
+
+
+def smoothing_losses(
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    S: int,
+    offsets: Sequence[int],
+    smoothings: Sequence[float] | np.ndarray | torch.Tensor,
+) -> torch.Tensor:
+    """Mean cross-entropy of the add-``β`` ``N``-estimator (App. F.2) for each ``β``.
+
+    The counts do not depend on ``β``, so they are computed once: a sweep over ``β`` costs
+    one count and one normalisation per value (``offsets = contiguous_offsets(k)`` gives
+    the k-gram of Def. 2.1). ``tokens``, ``target`` and ``S`` are as in
+    :func:`estimator_losses`; ``smoothings`` holds the ``β >= 0``.
+
+    Returns
+    -------
+    Tensor
+        ``(len(smoothings),)`` float64: the mean loss in nats for each ``β``.
+    """
+    S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    if isinstance(smoothings, (np.ndarray, torch.Tensor)):
+        if smoothings.ndim != 1:
+            raise ValueError(
+                f"smoothings must be one-dimensional; got shape {tuple(smoothings.shape)}"
+            )
+        smoothings = smoothings.tolist()
+    if isinstance(smoothings, (str, bytes)) or not isinstance(smoothings, Sequence):
+        raise TypeError(f"smoothings must be a sequence of numbers >= 0; got {smoothings!r}")
+    if not smoothings:
+        raise ValueError("smoothings must hold at least one value; got an empty sequence")
+    betas = [check_float(f"smoothings[{i}]", b, minimum=0.0) for i, b in enumerate(smoothings)]
+    counts = subset_counts(tokens, S, offsets)  # (*batch, S)
+    losses = [cross_entropy(_normalise(counts, S, b), target).mean() for b in betas]
+    return torch.stack(losses).to(torch.float64)
 
 
 def estimator_losses(
