@@ -573,8 +573,8 @@ def _train_batched(job: _Job) -> _RunnerOutput:
     # theta + s_r (theta' - theta), i.e. theta'.lerp_(theta, 1 - s_r); each (R, 1, ..., 1).
     lerp_weights = []
     if job.lr_scale is not None:
-        s = torch.tensor(job.lr_scale, dtype=leaves[0].dtype, device=job.dev)  # (R,)
-        lerp_weights = [(1 - s).view(-1, *([1] * (t.ndim - 1))) for t in leaves]
+        s = torch.tensor(job.lr_scale, dtype=torch.float64, device=job.dev)  # (R,)
+        lerp_weights = [(1 - s).to(t.dtype).view(-1, *([1] * (t.ndim - 1))) for t in leaves]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(job.config))
     gen = torch.Generator()  # data are drawn on the CPU (same numbers on every device)
     gen.manual_seed(derive_seed(job.seed, job.first_run, 1))
