@@ -300,7 +300,14 @@ def build_table() -> list[Entry]:
     add(E("core.as_tensor", a("v"), a([1.0, 2.0])))
     add(E("core.check_choice", a("v"), a("a"), a(("a", "b"))))
     add(E("core.check_float", a("v"), a(0.5, "real")))
-    add(E("core.check_factors", a("v"), a([0.5, 2.0], "factors"), a(2, "count", huge=False)))
+    add(
+        E(
+            "core.check_numbers",
+            a("v"),
+            a([0.5, 2.0], "factors"),
+            a(2, "count", huge=False, none_ok=True),
+        )
+    )
     add(E("core.check_int", a("v"), a(3, "count", huge=False), minimum=a(0)))
     add(E("core.check_prob_vector", a("v"), a(p3, "probvec"), atol=a(1e-6, "pos")))
     add(E("core.check_probability", a("v"), a(0.5, "prob")))

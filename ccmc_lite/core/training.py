@@ -59,10 +59,10 @@ from .validation import (
     check_bool,
     check_callable,
     check_choice,
-    check_factors,
     check_float,
     check_instance,
     check_int,
+    check_numbers,
     check_seed,
     check_size,
 )
@@ -480,7 +480,7 @@ def train_runs(
     check_bool("batched", batched)
     check_bool("progress", progress)
     n_steps = config.steps
-    scales = None if lr_scale is None else check_factors("lr_scale", lr_scale, n_runs)
+    scales = None if lr_scale is None else check_numbers("lr_scale", lr_scale, n_runs)
     if stop_after is not None:
         n_steps = check_int("stop_after", stop_after, minimum=1, maximum=config.steps)
     for name, fn in (("make_model", make_model), ("loss_fn", loss_fn), ("batch_fn", batch_fn)):

@@ -28,12 +28,12 @@ __all__ = [
     "check_callable",
     "check_choice",
     "check_elements",
-    "check_factors",
     "check_fit",
     "check_float",
     "check_instance",
     "check_int",
     "check_model_tokens",
+    "check_numbers",
     "check_power",
     "check_prob_vector",
     "check_probability",
@@ -275,20 +275,37 @@ def check_float(
     return value
 
 
-def check_factors(name: str, value: Any, length: int) -> tuple[float, ...]:
-    """Check that ``value`` holds ``length`` finite positive numbers (a sequence or a 1-D
-    tensor, e.g. one learning-rate factor per run); return them as a tuple of floats."""
-    length = check_int("length", length, minimum=0)
-    if isinstance(value, torch.Tensor):
+def check_numbers(
+    name: str,
+    value: Any,
+    length: int | None = None,
+    *,
+    minimum: float = 0.0,
+    open_lower: bool = True,
+) -> tuple[float, ...]:
+    """Check a sequence (or a 1-D array or tensor) of finite numbers above ``minimum``.
+
+    ``length`` demands that many (e.g. one learning-rate factor per run); ``None`` demands
+    at least one. ``minimum``/``open_lower`` bound every entry as in :func:`check_float`
+    (default: positive). Returns the numbers as a tuple of floats.
+    """
+    if length is not None:
+        length = check_int("length", length, minimum=0)
+    if isinstance(value, (np.ndarray, torch.Tensor)):
         if value.ndim != 1:
-            raise ValueError(f"{name} must have shape ({length},); got shape {tuple(value.shape)}")
+            want = f"have shape ({length},)" if length is not None else "be one-dimensional"
+            raise ValueError(f"{name} must {want}; got shape {tuple(value.shape)}")
         value = value.tolist()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f"{name} must be a sequence of {length} numbers; got {_show(value)}")
-    if len(value) != length:
+        count = f"{length} " if length is not None else ""
+        raise TypeError(f"{name} must be a sequence of {count}numbers; got {_show(value)}")
+    if length is not None and len(value) != length:
         raise ValueError(f"{name} must hold {length} numbers; got {len(value)}")
+    if length is None and not value:
+        raise ValueError(f"{name} must hold at least one value; got an empty sequence")
     return tuple(
-        check_float(f"{name}[{i}]", v, minimum=0.0, open_lower=True) for i, v in enumerate(value)
+        check_float(f"{name}[{i}]", v, minimum=minimum, open_lower=open_lower)
+        for i, v in enumerate(value)
     )
 
 

@@ -25,11 +25,11 @@ from ..core.training import TrainConfig, TrainResult, train_runs
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
-    check_factors,
     check_float,
     check_instance,
     check_int,
     check_model_tokens,
+    check_numbers,
     check_prob_vector,
     check_seed,
     check_size,
@@ -254,7 +254,7 @@ def train_markov(
     R = int(P.shape[0])
     size = R if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
     if lr_scale is not None:
-        lr_scale = check_factors("lr_scale", lr_scale, R)
+        lr_scale = check_numbers("lr_scale", lr_scale, R)
     parts = []
     for start in range(0, R, size):
         stop = min(start + size, R)

@@ -37,6 +37,7 @@ from ..core.validation import (
     check_choice,
     check_float,
     check_int,
+    check_numbers,
     check_power,
     check_prob_vector,
     check_size,
@@ -281,17 +282,7 @@ def smoothing_losses(
         ``(len(smoothings),)`` float64: the mean loss in nats for each ``β``.
     """
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
-    if isinstance(smoothings, (np.ndarray, torch.Tensor)):
-        if smoothings.ndim != 1:
-            raise ValueError(
-                f"smoothings must be one-dimensional; got shape {tuple(smoothings.shape)}"
-            )
-        smoothings = smoothings.tolist()
-    if isinstance(smoothings, (str, bytes)) or not isinstance(smoothings, Sequence):
-        raise TypeError(f"smoothings must be a sequence of numbers >= 0; got {smoothings!r}")
-    if not smoothings:
-        raise ValueError("smoothings must hold at least one value; got an empty sequence")
-    betas = [check_float(f"smoothings[{i}]", b, minimum=0.0) for i, b in enumerate(smoothings)]
+    betas = check_numbers("smoothings", smoothings, minimum=0.0, open_lower=False)
     counts = subset_counts(tokens, S, offsets)  # (*batch, S)
     losses = [cross_entropy(_normalise(counts, S, b), target).mean() for b in betas]
     return torch.stack(losses).to(torch.float64)
