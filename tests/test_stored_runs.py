@@ -56,6 +56,14 @@ def tiny():
     return run_sweep(_tiny())
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_part3_sweep_task_runs_on_the_gpu(tiny):
+    on_gpu = run_sweep(_tiny(), device="cuda")
+    assert on_gpu.device.startswith("cuda") and on_gpu.shared == tiny.shared
+    for key, value in tiny.arrays.items():  # other kernels: equal to rounding
+        np.testing.assert_allclose(on_gpu.arrays[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+
+
 def test_sweep_task_returns_one_row_per_run_and_is_deterministic(tiny):
     a, b = tiny, run_sweep(_tiny())  # same seed, same numbers
     assert a.shared["eval_steps"] == [0, 4, 8]

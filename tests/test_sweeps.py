@@ -52,10 +52,21 @@ def test_a_dask_cluster_gives_the_same_numbers(in_process):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_the_same_sweep_runs_on_the_gpu(in_process):
+def test_the_same_sweep_runs_on_the_gpu(in_process, tmp_path):
     on_gpu = run_sweep(_sweep(), shard_size=2, device="cuda")
+    assert on_gpu.device.startswith("cuda")
+    saved = json.loads(save_stored(on_gpu, tmp_path / "gpu.json", command="pytest").read_text())
+    assert saved["provenance"]["device"] == on_gpu.device  # not the CPU's name
     for key, value in in_process.arrays.items():  # other kernels: equal to rounding
         np.testing.assert_allclose(on_gpu.arrays[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+def test_a_sweep_over_the_fig4_grid_accepts_independent_cells():
+    """p + q = 1 (anti-diagonal of Fig. 4): the unigram gap is 0/0; the sweep reports 0."""
+    runs = [dict(p=0.3, q=0.7), dict(p=0.2, q=0.3)]
+    out = run_sweep(Sweep("grid", TASK, SETTINGS, runs, seed=3))
+    assert out.arrays["gap"][0] == 0.0 and np.isfinite(out.arrays["gap"][1])
+    assert out.arrays["gap"][1] != 0.0
 
 
 def test_shards_keep_each_runs_initialisation():
@@ -88,6 +99,7 @@ def test_stored_round_trip(tmp_path, in_process):
     blob = json.loads(path.read_text())
     assert blob["provenance"]["command"] == "pytest"
     assert blob["provenance"]["package_version"]
+    assert in_process.device == blob["provenance"]["device"] == "cpu"
     stored = load_stored("tiny", path=path)
     for key, value in in_process.arrays.items():
         np.testing.assert_array_equal(stored.arrays[key], value, err_msg=key)

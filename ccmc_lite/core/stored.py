@@ -147,7 +147,6 @@ def save_stored(result: SweepResult, path: str | os.PathLike[str], *, command: s
     path = Path(path)
     if path.suffix != ".json":
         raise ValueError(f"path must end in .json; got {path}")
-    devices = {s for s in (result.sweep.settings.get("device"),) if s}
     blob = {
         "name": path.stem,
         "sweep": {
@@ -164,7 +163,7 @@ def save_stored(result: SweepResult, path: str | os.PathLike[str], *, command: s
             "python_version": platform.python_version(),
             "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "machine": _machine(),
-            "device": ", ".join(sorted(devices)) or "cpu",
+            "device": result.device,
             "wall_seconds": round(result.seconds, 1),
             "shard_seconds": [round(s, 1) for s in result.shard_seconds],
             "command": command,

@@ -242,6 +242,8 @@ class SweepResult:
         Wall time of :func:`run_sweep`.
     shard_seconds : list of float
         Time each shard took on its worker.
+    device : str
+        The device the shards trained on (``"cpu"``, ``"cuda:0"``, ...).
     """
 
     sweep: Sweep
@@ -249,6 +251,7 @@ class SweepResult:
     shared: dict[str, Any]
     seconds: float
     shard_seconds: list[float] = field(default_factory=list)
+    device: str = "cpu"
 
     def select(self, **match: Any) -> np.ndarray:
         """Indices of the runs whose settings equal every ``key=value`` given."""
@@ -313,6 +316,7 @@ def run_sweep(
         shared=parts[0]["shared"],
         seconds=seconds,
         shard_seconds=[p["seconds"] for p in parts],
+        device=shards[0].device,
     )
 
 

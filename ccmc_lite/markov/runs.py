@@ -514,9 +514,12 @@ def sweep_task(
     (:func:`markov_config`: AdamW(0.9, 0.95), cosine schedule).
 
     Returns per run: ``test_loss`` at the checkpoints (``(R, S)``, scored against the true
-    kernel on ``n_test`` sequences), ``gap`` (:func:`unigram_gap` of the final test loss),
-    ``entropy_rate`` and ``unigram_entropy`` of the kernel, ``train_loss_head`` (the first
-    ``head`` training losses, for reproduction checks); ``shared["eval_steps"]``.
+    kernel on ``n_test`` sequences), ``gap`` (:func:`unigram_gap` of the final test loss;
+    0 where ``x_n`` and ``x_{n+1}`` are independent, e.g. ``p + q = 1`` on the Fig. 4
+    grid's anti-diagonal, where the unigram is the chain's own law: Part II ch. 5's
+    convention), ``entropy_rate`` and ``unigram_entropy`` of the kernel,
+    ``train_loss_head`` (the first ``head`` training losses, for reproduction checks);
+    ``shared["eval_steps"]``.
     """
     first_run = _check_task_args(settings, runs, first_run)
     K = check_size("settings['K']", settings.get("K", 2), minimum=2, limit=DEFAULT_LIMITS["vocab"])
@@ -561,6 +564,6 @@ def sweep_task(
             n_test=settings.get("n_test", 64), seed=settings.get("test_seed", 7)
         )
         out["test_loss"] = losses.numpy()  # (R, S)
-        out["gap"] = unigram_gap(losses[:, -1], kernels).numpy()
+        out["gap"] = unigram_gap(losses[:, -1], kernels, undefined=0.0).numpy()
         out["shared"] = {"eval_steps": steps_done}
     return out

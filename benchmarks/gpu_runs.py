@@ -1,0 +1,143 @@
+"""The stored paper-setting sweeps, run again on one CUDA GPU, and the full Fig. 4 grid's step.
+
+    python3 benchmarks/gpu_runs.py --out DIR             # on a machine with CUDA
+    python3 benchmarks/gpu_runs.py --out DIR --quick     # tiny settings, any device (a check)
+
+What it does, in order, each part written to ``DIR`` as soon as it is done:
+
+1. Re-runs stored sweeps of ``benchmarks/paper_runs.py`` (names in :data:`NAMES`, each
+   as one batched program) on the GPU, at their stored settings, and writes each with
+   :func:`ccmc_lite.core.save_stored` (``DIR/NAME.json``; its provenance names the GPU).
+   The running page compares them with the CPU files of the same name: the same code and
+   seeds on other kernels, so the numbers agree to rounding at first and drift apart
+   slowly, as any two float32 runs do.
+2. Times one step of the Part II Fig. 4 grid at the paper's settings (Table 2: N = 1024,
+   batch 16, d = 4) for a shard of ``GRID_SHARD`` runs, tied and untied: two short runs of
+   different lengths, so that the difference is the cost of the steps alone (start-up and
+   the test evaluations cancel). Written to ``DIR/gpu_timings.json`` with the peak GPU
+   memory of each shard; the running page turns it into the time of the whole grid (810
+   runs, 8000 steps).
+
+``--budget S`` starts no new part after ``S`` seconds (a device lease is short).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+from paper_runs import EXPERIMENTS, TABLE2
+
+from ccmc_lite.core import Sweep, run_sweep, save_stored
+from ccmc_lite.core.stored import _machine
+
+#: Stored sweeps re-run on the GPU, most informative first.
+NAMES = (
+    "p2_fig4_paper",
+    "p3_plateau_paper",
+    "p2_fig4_untied_paper",
+    "p2_depth_paper",
+    "p3_stagewise_paper",
+    "p2_multistate_tied_paper",
+)
+GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # Makkuva et al., Fig. 4: 9 x 9 cells
+GRID_SEEDS = 5
+GRID_SHARD = 81  # one seed of every cell: 10 such shards (5 seeds, tied and untied) make the grid
+QUICK = {"steps": 6, "N": 16, "T": 16, "eval_every": 3, "checkpoint_every": 3}
+
+
+def _quick(sweep: Sweep) -> Sweep:
+    """The same sweep with tiny sizes (``--quick``): for checking this script, not timing."""
+    small = {k: v for k, v in QUICK.items() if k in sweep.settings}
+    runs = [r if "T" not in r else {**r, "T": min(r["T"], QUICK["T"])} for r in sweep.runs]
+    return Sweep(sweep.name, sweep.task, {**sweep.settings, **small}, runs, sweep.seed)
+
+
+def _grid_sweep(tied: bool, steps: int, quick: bool) -> Sweep:
+    settings = {**TABLE2, "tied": tied, "steps": steps, "eval_every": steps}
+    if quick:
+        settings["N"] = QUICK["N"]
+    runs = [{"p": p, "q": q, "seed_index": 0} for p in GRID for q in GRID][:GRID_SHARD]
+    return Sweep("p2_fig4_grid_timing", "ccmc_lite.markov.runs:sweep_task", settings, runs, 0)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_grid_step(device: str, quick: bool) -> dict:
+    """Seconds per step of a shard of :data:`GRID_SHARD` Fig. 4 runs, tied and untied."""
+    short, long = (2, 4) if quick else (10, 50)
+    out: dict = {"shard_runs": GRID_SHARD, "steps_compared": [short, long]}
+    run_sweep(_grid_sweep(True, 2, quick), device=device)  # warm-up: kernels, allocator
+    for tied in (True, False):
+        seconds = {}
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        for steps in (short, long):
+            _sync(device)
+            seconds[steps] = run_sweep(_grid_sweep(tied, steps, quick), device=device).seconds
+            _sync(device)
+        key = "tied" if tied else "untied"
+        out[f"{key}_s_per_step"] = (seconds[long] - seconds[short]) / (long - short)
+        out[f"{key}_seconds"] = seconds
+        if device.startswith("cuda"):
+            out[f"{key}_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the results")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--quick", action="store_true", help="tiny settings: check the script")
+    parser.add_argument("--budget", type=float, default=float("inf"), help="seconds")
+    parser.add_argument("names", nargs="*", help=f"stored sweeps to re-run (default: {NAMES})")
+    args = parser.parse_args(argv)
+    names = args.names or list(NAMES)
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        parser.error(f"unknown experiments {unknown}; known: {sorted(EXPERIMENTS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    timings: dict = {
+        "machine": _machine(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": args.device,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "command": "python3 benchmarks/gpu_runs.py --out DIR",
+        "quick": args.quick,
+    }
+    path = args.out / "gpu_timings.json"
+
+    def write() -> None:
+        path.write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
+
+    timings["grid"] = time_grid_step(args.device, args.quick)
+    print(f"[gpu-runs] grid step: {timings['grid']}", flush=True)
+    write()
+    for name in names:
+        if time.perf_counter() - start > args.budget:
+            print(f"[gpu-runs] budget spent; {name} not run", flush=True)
+            continue
+        sweep = EXPERIMENTS[name].sweep
+        sweep = _quick(sweep) if args.quick else sweep
+        result = run_sweep(sweep, device=args.device)  # one batched program
+        save_stored(
+            result, args.out / f"{name}.json", command="python3 benchmarks/gpu_runs.py " + name
+        )
+        timings.setdefault("sweeps", {})[name] = round(result.seconds, 1)
+        print(f"[gpu-runs] {name}: {result.seconds:.1f} s on {result.device}", flush=True)
+        write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
