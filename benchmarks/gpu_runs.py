@@ -18,7 +18,8 @@ What it does, in order, each part written to ``DIR`` as soon as it is done:
    memory of each shard; the running page turns it into the time of the whole grid (810
    runs, 8000 steps).
 
-``--budget S`` starts no new part after ``S`` seconds (a device lease is short).
+``--budget S`` starts no new part after ``S`` seconds (a device lease is short); ``--no-grid``
+skips part 2.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--quick", action="store_true", help="tiny settings: check the script")
     parser.add_argument("--budget", type=float, default=float("inf"), help="seconds")
+    parser.add_argument("--no-grid", action="store_true", help="skip the grid's step timing")
     parser.add_argument("names", nargs="*", help=f"stored sweeps to re-run (default: {NAMES})")
     args = parser.parse_args(argv)
     names = args.names or list(NAMES)
@@ -120,9 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     def write() -> None:
         path.write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
 
-    timings["grid"] = time_grid_step(args.device, args.quick)
-    print(f"[gpu-runs] grid step: {timings['grid']}", flush=True)
-    write()
+    if not args.no_grid:
+        timings["grid"] = time_grid_step(args.device, args.quick)
+        print(f"[gpu-runs] grid step: {timings['grid']}", flush=True)
+        write()
     for name in names:
         if time.perf_counter() - start > args.budget:
             print(f"[gpu-runs] budget spent; {name} not run", flush=True)

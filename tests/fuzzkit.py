@@ -1189,6 +1189,7 @@ def build_table() -> list[Entry]:
             a(tok, "array", "tokens", shape=False),
             a(target, "probvec", "target"),
             chunk=a(64, "int", huge=False),
+            device=a("cpu", "choice", none_ok=True),
         )
     )
     add(E("ngram.make_loss_fn", a(1e-8, "nonneg", "eps")))

@@ -59,6 +59,15 @@ def test_levels_loss_and_eval():
         ev = make_eval_fn(tx, ty, chunk=700)(m, 0)["test_loss"]
         direct = make_loss_fn()(m, (tx, ty))
     assert float(ev) == pytest.approx(float(direct), rel=1e-5)
+    # the captured test set moves to the models' device once; None leaves it where it is
+    with torch.no_grad():
+        on_cpu = make_eval_fn(tx, ty, chunk=700, device="cpu")(m, 0)["test_loss"]
+    assert float(on_cpu) == float(ev)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            make_eval_fn(tx, ty, device="cuda")
+    with pytest.raises(TypeError, match=r"device must be a str or torch\.device"):
+        make_eval_fn(tx, ty, device=0)
 
 
 def test_short_batched_training_run():

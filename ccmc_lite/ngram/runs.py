@@ -95,13 +95,14 @@ def _core_settings(
 
 
 def _test_data(
-    task: NGramTask, settings: Any, *, default_seed: int, eps: float = 1e-8
+    task: NGramTask, settings: Any, *, default_seed: int, device: str, eps: float = 1e-8
 ) -> tuple[torch.Tensor, Any, dict[str, float]]:
-    """The fixed test set's tokens, the ``eval_fn`` on it and its add-``α`` k-gram levels."""
+    """The fixed test set's tokens (CPU), the ``eval_fn`` on it (whose copy of the set lives
+    on ``device``, with the models) and its add-``α`` k-gram levels."""
     n_test = check_int("settings['test_sequences']", settings["test_sequences"], minimum=1)
     tx, ty = make_test_set(task, n_test, seed=check_seed(settings.get("test_seed", default_seed)))
     levels = kgram_levels(tx, ty, task.S, tuple(range(1, task.n + 1)), smoothing=task.alpha)
-    return tx, make_eval_fn(tx, ty, eps=eps), levels
+    return tx, make_eval_fn(tx, ty, eps=eps, device=device), levels
 
 
 def sweep_task(
@@ -153,7 +154,7 @@ def sweep_task(
     prefix = stop_after is not None
     eval_fn = levels = None
     if not prefix:
-        _, eval_fn, levels = _test_data(task, settings, default_seed=2025, eps=eps)
+        _, eval_fn, levels = _test_data(task, settings, default_seed=2025, device=device, eps=eps)
     config = TrainConfig(
         steps=steps,
         lr=lr,
@@ -309,7 +310,7 @@ def attention_only_task(
     prefix = stop_after is not None
     eval_fn = levels = tx = None
     if not prefix:
-        tx, eval_fn, levels = _test_data(task, settings, default_seed=7)
+        tx, eval_fn, levels = _test_data(task, settings, default_seed=7, device=device)
     config = TrainConfig(
         steps=steps,
         lr=lr,

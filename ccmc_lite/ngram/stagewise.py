@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ..core.devices import resolve_device
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
@@ -159,11 +160,18 @@ def make_test_set(task: NGramTask, size: int, *, seed: int) -> tuple[torch.Tenso
 
 
 def make_eval_fn(
-    tokens: torch.Tensor, target: torch.Tensor, *, eps: float = 1e-8, chunk: int = 8192
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    eps: float = 1e-8,
+    chunk: int = 8192,
+    device: torch.device | str | None = None,
 ) -> Callable:
     """``eval_fn(model, step)`` returning ``{"test_loss": ...}`` on a fixed test set.
 
-    The test set is shared by all runs (it is captured, not batched, under ``vmap``).
+    The test set is shared by all runs (it is captured, not batched, under ``vmap``), so it
+    must live where the models train: ``device`` (e.g. ``"cuda"``, as passed to
+    :func:`~ccmc_lite.core.train_runs`) moves it there once; ``None`` leaves it where it is.
     """
     eps = check_float("eps", eps, minimum=0.0, open_lower=True)
     chunk = check_int("chunk", chunk, minimum=1)
@@ -174,6 +182,9 @@ def make_eval_fn(
         raise ValueError(
             f"target must have shape ({tokens.shape[0]}, S); got {tuple(target.shape)}"
         )
+    if device is not None:
+        dev = resolve_device(device)
+        tokens, target = tokens.to(dev), target.to(dev)
     N = tokens.shape[0]
 
     def eval_fn(model: Callable[..., Any], step: int) -> dict[str, torch.Tensor | float]:
