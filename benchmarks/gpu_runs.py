@@ -1,9 +1,14 @@
 """The stored paper-setting sweeps, run again on one CUDA GPU, and the full Fig. 4 grid's step.
 
-    python3 benchmarks/gpu_runs.py --out DIR             # on a machine with CUDA
+    python3 benchmarks/gpu_runs.py                       # on a machine with CUDA
+    python3 benchmarks/gpu_runs.py --out DIR             # elsewhere than the package data
     python3 benchmarks/gpu_runs.py --out DIR --quick     # tiny settings, any device (a check)
 
-What it does, in order, each part written to ``DIR`` as soon as it is done:
+Without ``--out`` it writes where the package reads (``ccmc_lite/data/gpu_runs/NAME.json``
+and ``ccmc_lite/data/gpu_timings.json``: :func:`ccmc_lite.core.load_stored` with
+``gpu=True``, :func:`ccmc_lite.core.gpu_timings`); with ``--out DIR``, ``DIR/NAME.json``
+and ``DIR/gpu_timings.json``. The timings file is updated, not replaced, so runs of some
+parts at a time add up. What it does, in order, each part written as soon as it is done:
 
 1. Re-runs stored sweeps of ``benchmarks/paper_runs.py`` (names in :data:`NAMES`, each
    as one batched program) on the GPU, at their stored settings, and writes each with
@@ -19,7 +24,8 @@ What it does, in order, each part written to ``DIR`` as soon as it is done:
    runs, 8000 steps).
 
 ``--budget S`` starts no new part after ``S`` seconds (a device lease is short); ``--no-grid``
-skips part 2.
+skips part 2. A sweep stopped by ``SIGTERM`` (``timeout``, the end of a lease) is recorded
+under ``unfinished`` with the seconds it had run.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
 import sys
 import time
 from pathlib import Path
@@ -36,6 +43,8 @@ from paper_runs import EXPERIMENTS, TABLE2
 
 from ccmc_lite.core import Sweep, run_sweep, save_stored
 from ccmc_lite.core.stored import _machine
+
+DATA = Path(__file__).resolve().parents[1] / "ccmc_lite" / "data"
 
 #: Stored sweeps re-run on the GPU, most informative first.
 NAMES = (
@@ -95,7 +104,7 @@ def time_grid_step(device: str, quick: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for the results")
+    parser.add_argument("--out", type=Path, help="folder for the results (default: the package)")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--quick", action="store_true", help="tiny settings: check the script")
     parser.add_argument("--budget", type=float, default=float("inf"), help="seconds")
@@ -106,22 +115,37 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiments {unknown}; known: {sorted(EXPERIMENTS)}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    runs_dir = DATA / "gpu_runs" if args.out is None else args.out
+    path = DATA / "gpu_timings.json" if args.out is None else args.out / "gpu_timings.json"
+    runs_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    timings: dict = {
-        "machine": _machine(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "device": args.device,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "command": "python3 benchmarks/gpu_runs.py --out DIR",
-        "quick": args.quick,
-    }
-    path = args.out / "gpu_timings.json"
+    timings: dict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    timings.update(
+        machine=_machine(),
+        torch=torch.__version__,
+        python=platform.python_version(),
+        device=args.device,
+        date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        command="python3 benchmarks/gpu_runs.py " + " ".join(argv or sys.argv[1:]),
+        quick=args.quick,
+    )
 
     def write() -> None:
         path.write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
 
+    running: dict = {}
+
+    def stopped(signum: int, frame: object) -> None:  # timeout / end of the lease
+        if running:
+            ran = round(time.perf_counter() - running["since"])
+            how = (
+                f"stopped by signal {signum} after {ran} s, before it finished ({timings['date']})"
+            )
+            timings.setdefault("unfinished", {})[running["name"]] = {"ran_s": ran, "how": how}
+            write()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stopped)
     if not args.no_grid:
         timings["grid"] = time_grid_step(args.device, args.quick)
         print(f"[gpu-runs] grid step: {timings['grid']}", flush=True)
@@ -132,11 +156,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         sweep = EXPERIMENTS[name].sweep
         sweep = _quick(sweep) if args.quick else sweep
+        running.update(name=name, since=time.perf_counter())
+        print(f"[gpu-runs] {name}: started", flush=True)
         result = run_sweep(sweep, device=args.device)  # one batched program
+        running.clear()
         save_stored(
-            result, args.out / f"{name}.json", command="python3 benchmarks/gpu_runs.py " + name
+            result, runs_dir / f"{name}.json", command=f"python3 benchmarks/gpu_runs.py {name}"
         )
         timings.setdefault("sweeps", {})[name] = round(result.seconds, 1)
+        timings.get("unfinished", {}).pop(name, None)
         print(f"[gpu-runs] {name}: {result.seconds:.1f} s on {result.device}", flush=True)
         write()
     return 0

@@ -422,6 +422,7 @@ def build_table() -> list[Entry]:
     add(E("core.run_sweep", a("skip", "obj", "sweep"), label="bad only"))
     add(E("core.StoredRun", a("n"), a(sweep), a({}), a({}), a({})))
     add(E("core.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
+    add(E("core.load_stored", a("p2_fig4_paper", "obj", "name"), gpu=a(True, "bool")))
     add(
         E(
             "core.save_stored",
@@ -431,7 +432,8 @@ def build_table() -> list[Entry]:
             label="bad only",
         )
     )
-    add(E("core.stored_names"))
+    add(E("core.stored_names", gpu=a(False, "bool")))
+    add(E("core.gpu_timings"))
     add(E("core.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64), a({})))
     add(E("core.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"), label="bad only"))
     add(

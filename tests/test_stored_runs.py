@@ -20,7 +20,14 @@ import pytest
 import torch
 
 from ccmc_lite import ngram, plotting
-from ccmc_lite.core import PROVENANCE_KEYS, Sweep, load_stored, run_sweep, stored_names
+from ccmc_lite.core import (
+    PROVENANCE_KEYS,
+    Sweep,
+    gpu_timings,
+    load_stored,
+    run_sweep,
+    stored_names,
+)
 from ccmc_lite.core.stored import _machine
 from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
@@ -310,3 +317,43 @@ def test_a_prefix_of_a_stored_run_reproduces(name, declared):
             f"the prefix reproduces within rtol 1e-5, not bit for bit ({where} vs {here})",
             stacklevel=1,
         )
+
+
+# --- the copies re-run on a GPU ---------------------------------------------------------
+
+
+def test_gpu_copies_are_the_cpu_sweeps_on_a_gpu():
+    """Same sweep, other kernels: the provenance names the GPU, the first losses agree."""
+    names = stored_names(gpu=True)
+    assert "p2_fig4_paper" in names and set(names) <= set(stored_names())
+    timed = gpu_timings()
+    for name in names:
+        gpu, cpu = load_stored(name, gpu=True), load_stored(name)
+        assert gpu.provenance["device"].startswith("cuda"), name
+        assert "NVIDIA" in gpu.provenance["machine"] and "NVIDIA" in timed["machine"]
+        assert (gpu.sweep.settings, gpu.sweep.runs, gpu.sweep.seed) == (
+            cpu.sweep.settings,
+            cpu.sweep.runs,
+            cpu.sweep.seed,
+        ), name
+        assert timed["sweeps"][name] == gpu.provenance["wall_seconds"]
+        assert gpu.arrays.keys() == cpu.arrays.keys()
+        # the same data and initialisations: the first training losses differ by rounding
+        np.testing.assert_allclose(
+            gpu.arrays["train_loss_head"], cpu.arrays["train_loss_head"], rtol=0, atol=1e-3
+        )
+        assert not np.array_equal(gpu.arrays["train_loss_head"], cpu.arrays["train_loss_head"])
+    grid = timed["grid"]
+    assert grid["shard_runs"] == 81 and grid["steps_compared"][0] < grid["steps_compared"][1]
+    for tied in ("tied", "untied"):  # the difference of the two runs, per step
+        (short, t0), (long, t1) = sorted((int(k), v) for k, v in grid[f"{tied}_seconds"].items())
+        assert grid[f"{tied}_s_per_step"] == pytest.approx((t1 - t0) / (long - short), rel=1e-3)
+    for name, info in timed.get("unfinished", {}).items():
+        assert name in stored_names() and info["ran_s"] > 0 and info["how"]
+
+
+def test_load_stored_gpu_argument_is_checked():
+    with pytest.raises(TypeError, match="gpu must be True or False"):
+        load_stored("p2_fig4_paper", gpu="yes")
+    with pytest.raises(ValueError, match="p2_fig4_paper"):  # names what ships
+        load_stored("p3_plateau_paper", gpu=True)

@@ -9,6 +9,10 @@ The files ship with the package, so a chapter shows them the same way in the bui
 in Colab and in a student notebook (:func:`~ccmc_lite.core.load_stored`). A test re-runs a
 short prefix of one stored run and compares it with the stored numbers.
 
+Some of the same sweeps were also run again on one GPU, with the same code and seeds
+(``benchmarks/gpu_runs.py``): ``load_stored(name, gpu=True)`` reads those copies
+(``ccmc_lite/data/gpu_runs/``), and :func:`gpu_timings` the step times measured there.
+
 Array values are written as JSON numbers (float64 ``repr``, which reads back exactly).
 """
 
@@ -27,9 +31,16 @@ import numpy as np
 import torch
 
 from .sweeps import Sweep, SweepResult
-from .validation import check_choice
+from .validation import check_bool, check_choice
 
-__all__ = ["PROVENANCE_KEYS", "StoredRun", "load_stored", "save_stored", "stored_names"]
+__all__ = [
+    "PROVENANCE_KEYS",
+    "StoredRun",
+    "gpu_timings",
+    "load_stored",
+    "save_stored",
+    "stored_names",
+]
 
 #: Fields every stored file carries besides the sweep and its arrays.
 PROVENANCE_KEYS = (
@@ -44,6 +55,8 @@ PROVENANCE_KEYS = (
 )
 
 _DATA = "data/paper_runs"
+_GPU_DATA = "data/gpu_runs"
+_GPU_TIMINGS = "data/gpu_timings.json"
 
 
 def _package_version() -> str:
@@ -191,23 +204,30 @@ def _json_stems(data: str) -> list[str]:
     return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
 
 
-def stored_names() -> list[str]:
-    """Names of the stored runs that ship with the package."""
-    return _json_stems(_DATA)
+def stored_names(*, gpu: bool = False) -> list[str]:
+    """Names of the stored runs that ship with the package (``gpu=True``: of those re-run
+    on a GPU)."""
+    return _json_stems(_GPU_DATA if check_bool("gpu", gpu) else _DATA)
 
 
-def load_stored(name: str, *, path: str | os.PathLike[str] | None = None) -> StoredRun:
+def load_stored(
+    name: str, *, gpu: bool = False, path: str | os.PathLike[str] | None = None
+) -> StoredRun:
     """Load a stored run shipped with the package (or from ``path``).
+
+    ``gpu=True`` loads the same sweep as re-run on a GPU (same code, settings and seeds;
+    its provenance names the GPU), where one ships.
 
     Raises ``ValueError`` naming the available runs when ``name`` is unknown, and when
     the file lacks a provenance field.
     """
     if path is None:
-        names = stored_names()
+        folder = _GPU_DATA if check_bool("gpu", gpu) else _DATA
+        names = stored_names(gpu=gpu)
         if not names:
             raise ValueError("name must be a stored run; none ship with this installation")
         check_choice("name", name, names)
-        text = resources.files("ccmc_lite").joinpath(_DATA, f"{name}.json").read_text("utf-8")
+        text = resources.files("ccmc_lite").joinpath(folder, f"{name}.json").read_text("utf-8")
     else:
         text = Path(path).read_text(encoding="utf-8")
     blob = json.loads(text)
@@ -223,3 +243,17 @@ def load_stored(name: str, *, path: str | os.PathLike[str] | None = None) -> Sto
         shared=blob["shared"],
         provenance=blob["provenance"],
     )
+
+
+def gpu_timings() -> dict[str, Any]:
+    """What ``benchmarks/gpu_runs.py`` measured on a GPU, with its machine and date.
+
+    ``grid``: seconds per training step of a shard of Fig. 4 runs at the paper's settings
+    (Makkuva et al. 2024, Table 2), tied and untied, from two runs of different lengths
+    (their difference: start-up and evaluations cancel), and the shard's peak GPU memory;
+    ``sweeps``: wall seconds of each stored sweep re-run there (:func:`load_stored` with
+    ``gpu=True``); ``unfinished``: sweeps that did not finish within the time the GPU was
+    lent, with how long they had run.
+    """
+    text = resources.files("ccmc_lite").joinpath(_GPU_TIMINGS).read_text("utf-8")
+    return dict(json.loads(text))
