@@ -114,6 +114,28 @@ def test_runs_are_independent_of_how_many_are_trained():
     torch.testing.assert_close(two.loss, four.loss[:2], rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("batched", [True, False])
+def test_initialisation_is_the_runs_seed_alone_and_global_state_is_kept(batched):
+    """Run r is make_model() under torch.manual_seed(derive_seed(seed, r, 0)), whatever the
+    global generator's state; the caller's global state is what it was."""
+    from ccmc_lite.core import derive_seed
+
+    torch.manual_seed(123)
+    cfg = TrainConfig(steps=1, lr=1e-2, checkpoint_steps=(0,))
+    kw = dict(n_runs=3, config=cfg, seed=4, progress=False)
+    state = torch.get_rng_state()
+    result = train_runs(TiedMLP, loss_fn, batch_fn, batched=batched, **kw)
+    assert torch.equal(torch.get_rng_state(), state)
+    torch.manual_seed(999)  # another global state: the same initialisations
+    again = train_runs(TiedMLP, loss_fn, batch_fn, batched=batched, **kw)
+    for r in range(3):
+        torch.manual_seed(derive_seed(4, r, 0))
+        expected = dict(TiedMLP().named_parameters())
+        for name, value in expected.items():
+            assert torch.equal(result.params_at(0)[name][r], value), (r, name)
+            assert torch.equal(again.params_at(0)[name][r], value), (r, name)
+
+
 def test_same_seed_same_numbers_and_different_seed_differs():
     kw = dict(n_runs=2, config=TrainConfig(steps=5, lr=1e-2), progress=False)
     a = train_runs(TiedMLP, loss_fn, batch_fn, seed=1, **kw)
