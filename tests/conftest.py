@@ -146,7 +146,8 @@ def built_book(book_build) -> Path:
         book_build.kill()
         pytest.fail("book build took more than an hour")
     log = (BUILD_DIR / "build.log").read_text()
-    assert returncode == 0, f"book build failed:\n{log[-6000:]}"
+    warned = "\n".join(line for line in log.splitlines() if "WARNING" in line)
+    assert returncode == 0, f"book build failed:\n{warned}\n...\n{log[-3000:]}"
     warnings = [line for line in log.splitlines() if "WARNING" in line]
     assert not warnings, "book build printed warnings:\n" + "\n".join(warnings)
     assert (HTML_DIR / "index.html").exists()

@@ -11,7 +11,8 @@ short prefix of one stored run and compares it with the stored numbers.
 
 Some of the same sweeps were also run again on one GPU, with the same code and seeds
 (``benchmarks/gpu_runs.py``): ``load_stored(name, gpu=True)`` reads those copies
-(``ccmc_lite/data/gpu_runs/``), and :func:`gpu_timings` the step times measured there.
+(``ccmc_lite/data/gpu_runs/``), and :func:`~ccmc_lite.core.gpu_timings` the step times
+measured there.
 
 Array values are written as JSON numbers (float64 ``repr``, which reads back exactly).
 """
@@ -251,9 +252,9 @@ def gpu_timings() -> dict[str, Any]:
     ``grid``: seconds per training step of a shard of Fig. 4 runs at the paper's settings
     (Makkuva et al. 2024, Table 2), tied and untied, from two runs of different lengths
     (their difference: start-up and evaluations cancel), and the shard's peak GPU memory;
-    ``sweeps``: wall seconds of each stored sweep re-run there (:func:`load_stored` with
-    ``gpu=True``); ``unfinished``: sweeps that did not finish within the time the GPU was
-    lent, with how long they had run.
+    ``sweeps``: wall seconds of each stored sweep re-run there
+    (:func:`~ccmc_lite.core.load_stored` with ``gpu=True``); ``unfinished``: sweeps that did
+    not finish within the time the GPU was lent, with how long they had run.
     """
     text = resources.files("ccmc_lite").joinpath(_GPU_TIMINGS).read_text("utf-8")
     return dict(json.loads(text))
