@@ -8,6 +8,8 @@
     python3 dev.py bench    run the benchmark scripts and write benchmarks/results.json
     python3 dev.py paper-runs [NAMES]  re-run experiments at the papers' settings (stored files)
     python3 dev.py paper-chapters [CHAPTERS]  run chapters at the paper profile (stored snapshots)
+    python3 dev.py gpu-runs [NAMES]  on a CUDA machine: stored sweeps re-run on the GPU, and
+                            the Fig. 4 grid's step timed there (files shipped with the package)
     python3 dev.py student  write student notebooks (solutions removed) to student_notebooks/
     python3 dev.py lock     re-pin requirements/lock.txt from the current .venv
     python3 dev.py env      only create/refresh .venv (the other commands do it first)
@@ -256,6 +258,11 @@ def cmd_paper_chapters(args: list[str]) -> None:
     run([PY, ROOT / "benchmarks" / "paper_chapters.py", *args])
 
 
+def cmd_gpu_runs(args: list[str]) -> None:
+    ensure_env()
+    run([PY, ROOT / "benchmarks" / "gpu_runs.py", *args])
+
+
 def cmd_student(args: list[str]) -> None:
     ensure_env()
     run([PY, ROOT / "book" / "_ext" / "booktools.py", *args])
@@ -309,6 +316,7 @@ COMMANDS = {
     "bench": cmd_bench,
     "paper-runs": cmd_paper_runs,
     "paper-chapters": cmd_paper_chapters,
+    "gpu-runs": cmd_gpu_runs,
     "student": cmd_student,
     "lock": cmd_lock,
     "env": cmd_env,

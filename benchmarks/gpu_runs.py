@@ -1,8 +1,8 @@
 """The stored paper-setting sweeps, run again on one CUDA GPU, and the full Fig. 4 grid's step.
 
-    python3 benchmarks/gpu_runs.py                       # on a machine with CUDA
-    python3 benchmarks/gpu_runs.py --out DIR             # elsewhere than the package data
-    python3 benchmarks/gpu_runs.py --out DIR --quick     # tiny settings, any device (a check)
+    python3 dev.py gpu-runs                       # on a machine with CUDA
+    python3 dev.py gpu-runs --out DIR             # elsewhere than the package data
+    python3 dev.py gpu-runs --out DIR --quick     # tiny settings, any device (a check)
 
 Without ``--out`` it writes where the package reads (``ccmc_lite/data/gpu_runs/NAME.json``
 and ``ccmc_lite/data/gpu_timings.json``: :func:`ccmc_lite.core.load_stored` with
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         python=platform.python_version(),
         device=args.device,
         date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        command="python3 benchmarks/gpu_runs.py " + " ".join(argv or sys.argv[1:]),
+        command="python3 dev.py gpu-runs " + " ".join(argv or sys.argv[1:]),
         quick=args.quick,
     )
 
@@ -160,9 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[gpu-runs] {name}: started", flush=True)
         result = run_sweep(sweep, device=args.device)  # one batched program
         running.clear()
-        save_stored(
-            result, runs_dir / f"{name}.json", command=f"python3 benchmarks/gpu_runs.py {name}"
-        )
+        save_stored(result, runs_dir / f"{name}.json", command=f"python3 dev.py gpu-runs {name}")
         timings.setdefault("sweeps", {})[name] = round(result.seconds, 1)
         timings.get("unfinished", {}).pop(name, None)
         print(f"[gpu-runs] {name}: {result.seconds:.1f} s on {result.device}", flush=True)

@@ -10,7 +10,7 @@ in Colab and in a student notebook (:func:`~ccmc_lite.core.load_stored`). A test
 short prefix of one stored run and compares it with the stored numbers.
 
 Some of the same sweeps were also run again on one GPU, with the same code and seeds
-(``benchmarks/gpu_runs.py``): ``load_stored(name, gpu=True)`` reads those copies
+(``python3 dev.py gpu-runs``): ``load_stored(name, gpu=True)`` reads those copies
 (``ccmc_lite/data/gpu_runs/``), and :func:`~ccmc_lite.core.gpu_timings` the step times
 measured there.
 
@@ -247,7 +247,7 @@ def load_stored(
 
 
 def gpu_timings() -> dict[str, Any]:
-    """What ``benchmarks/gpu_runs.py`` measured on a GPU, with its machine and date.
+    """What ``python3 dev.py gpu-runs`` measured on a GPU, with its machine and date.
 
     ``grid``: seconds per training step of a shard of Fig. 4 runs at the paper's settings
     (Makkuva et al. 2024, Table 2), tied and untied, from two runs of different lengths
