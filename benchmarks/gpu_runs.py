@@ -41,10 +41,11 @@ from pathlib import Path
 import torch
 from paper_runs import EXPERIMENTS, TABLE2
 
+import ccmc_lite
 from ccmc_lite.core import Sweep, run_sweep, save_stored
-from ccmc_lite.core.stored import _machine
+from ccmc_lite.core.stored import _GPU_DATA, _GPU_TIMINGS, _machine
 
-DATA = Path(__file__).resolve().parents[1] / "ccmc_lite" / "data"
+PACKAGE = Path(ccmc_lite.__file__).resolve().parent  # where load_stored(gpu=True) reads
 
 #: Stored sweeps re-run on the GPU, most informative first.
 NAMES = (
@@ -115,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiments {unknown}; known: {sorted(EXPERIMENTS)}")
-    runs_dir = DATA / "gpu_runs" if args.out is None else args.out
-    path = DATA / "gpu_timings.json" if args.out is None else args.out / "gpu_timings.json"
+    runs_dir = PACKAGE / _GPU_DATA if args.out is None else args.out
+    path = PACKAGE / _GPU_TIMINGS if args.out is None else args.out / Path(_GPU_TIMINGS).name
     runs_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     timings: dict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

@@ -205,10 +205,15 @@ def _json_stems(data: str) -> list[str]:
     return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
 
 
+def _runs_folder(gpu: bool) -> str:
+    """The package folder of the stored runs: the CPU's, or (``gpu=True``) their GPU copies."""
+    return _GPU_DATA if check_bool("gpu", gpu) else _DATA
+
+
 def stored_names(*, gpu: bool = False) -> list[str]:
     """Names of the stored runs that ship with the package (``gpu=True``: of those re-run
     on a GPU)."""
-    return _json_stems(_GPU_DATA if check_bool("gpu", gpu) else _DATA)
+    return _json_stems(_runs_folder(gpu))
 
 
 def load_stored(
@@ -223,8 +228,8 @@ def load_stored(
     the file lacks a provenance field.
     """
     if path is None:
-        folder = _GPU_DATA if check_bool("gpu", gpu) else _DATA
-        names = stored_names(gpu=gpu)
+        folder = _runs_folder(gpu)
+        names = _json_stems(folder)
         if not names:
             raise ValueError("name must be a stored run; none ship with this installation")
         check_choice("name", name, names)
