@@ -224,6 +224,52 @@ def test_urn_draws_do_not_depend_on_the_block_size(monkeypatch, n):
     assert len(set(whole[0][:, -1].tolist())) > 1  # not a degenerate draw
 
 
+def _urn_reference(u, S: int, n: int, alpha) -> list[list[int]]:
+    """A plain Pólya urn, one sequence and one step at a time, driven by the uniforms ``u``.
+
+    ``x_{t+1}`` is the number of ``s < S - 1`` whose cumulative weight (float32 entries
+    ``N_h(s) + alpha``, summed in float64 and rounded, as ``torch.cumsum`` does) is below
+    ``u_t (N_h + S alpha)``; the first ``n - 1`` tokens are ``floor(S u_t)``.
+    """
+    import numpy as np
+
+    m, out = n - 1, []
+    for row, a in zip(u.numpy(), np.broadcast_to(np.float32(alpha), len(u)), strict=True):
+        counts: dict[tuple[int, ...], np.ndarray] = {}
+        x = [min(int(np.float32(v) * np.float32(S)), S - 1) for v in row[:m]]
+        for v in row[m:]:
+            h = tuple(x[len(x) - m :])
+            c = counts.setdefault(h, np.zeros(S, np.float32))
+            cdf = np.cumsum((c + a).astype(np.float64)).astype(np.float32)
+            tok = int((cdf[:-1] < np.float32(v) * cdf[-1]).sum())
+            c[tok] += 1
+            x.append(tok)
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize(("S", "n", "T"), [(5, 3, 16), (2, 1, 9), (3, 2, 12), (3, 4, 10)])
+def test_urn_tokens_are_those_of_a_plain_urn_with_the_same_uniforms(S, n, T):
+    # sample_urn's first draw is the (N, T) uniforms; from them a per-sequence loop gives
+    # the tokens exactly, with the task's alpha (one shared value) or one alpha per sequence
+    task = NGramTask(S=S, n=n, T=T, alpha=0.3)
+    u = torch.rand(200, T, generator=torch.Generator().manual_seed(11))
+    alphas = torch.rand(200, generator=torch.Generator().manual_seed(12)) + 0.05
+    tokens, _ = sample_urn(task, (200,), seed=11)
+    assert tokens.tolist() == _urn_reference(u, S, n, task.alpha)
+    tokens, _ = sample_urn(task, (200,), seed=11, alpha=alphas)
+    assert tokens.tolist() == _urn_reference(u, S, n, alphas.numpy())
+
+
+def test_urn_shared_alpha_equals_the_same_alpha_per_sequence():
+    # the shared concentration is added as one number (faster); the draws are those of a
+    # tensor holding it for every sequence
+    task = NGramTask(S=4, n=3, T=20, alpha=0.7)
+    shared = sample_urn(task, (3, 50), seed=5)
+    each = sample_urn(task, (3, 50), seed=5, alpha=torch.full((3, 50), 0.7))
+    assert torch.equal(shared[0], each[0]) and torch.equal(shared[1], each[1])
+
+
 # ----------------------------------------------------------------------------- App H
 
 
