@@ -449,10 +449,11 @@ def _urn_block(
     counts of the history at each sequence's query position.
 
     The counts live in an ``(S, n * S^m)`` table, one column per (sequence, history): a
-    step gathers ``S`` contiguous rows of ``n`` entries (``index_select`` along the columns)
+    step gathers the ``n`` current histories' entries from each of the ``S`` rows (``index_select``)
     and every reduction over the ``S`` symbols runs across rows of ``n``, where it is
-    vectorised (1.4-1.5x faster than a row per history, measured in
-    ``benchmarks/bench_part3.py``). The history code is carried from step to step (dropping
+    vectorised: 1.5-1.8x the throughput of a table with one row per history, whose
+    reductions ran over rows of ``S`` entries (best of 5 draws of 4096 to 102400 sequences
+    each, when the layout changed). The history code is carried from step to step (dropping
     the oldest token by subtraction instead of an int64 remainder), and the uniforms of
     one step are one contiguous row. The arithmetic is that of drawing ``x_{t+1}`` with
     ``P(s) = (N_h(s) + α) / (N_h + Sα)``: ``x_{t+1}`` is the number of ``s < S - 1`` whose
