@@ -59,6 +59,42 @@ def test_fast_last_query_equals_full_second_layer(seed, heads):
     torch.testing.assert_close(m(x[:, :7]), full[:, 6], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("d", [None, 6])
+def test_look_ups_and_one_hot_products_give_the_same_model(monkeypatch, d):
+    # On the CPU the last-query path gathers and scatters by token; on other devices it
+    # multiplies by the one-hot embeddings (deterministic there). Both are the same
+    # function: outputs and gradients agree, batched over runs (vmap) as in training.
+    from torch.func import functional_call, stack_module_state, vmap
+
+    import ccmc_lite.ngram.models as models
+
+    torch.manual_seed(3)
+    runs = [SimplifiedTransformer(4, 12, 2, d=d, init_scale=2.0) for _ in range(3)]
+    for m in runs:
+        with torch.no_grad():
+            m.A1.normal_()
+    params, buffers = stack_module_state(runs)  # (3, ...) each
+    x = torch.stack([_tokens(S=4, T=12, B=8, seed=s) for s in range(3)])  # (3, 8, 12)
+    qp = torch.randint(1, 12, (3, 8), generator=torch.Generator().manual_seed(0))
+
+    def outputs_and_grads() -> list[torch.Tensor]:
+        def one(p, b, tokens, query):
+            return functional_call(runs[0], (p, b), (tokens, query))
+
+        out = vmap(one)(params, buffers, x, qp) + vmap(one, in_dims=(0, 0, 0, None))(
+            params, buffers, x, None
+        )  # (3, 8, 4)
+        grads = torch.autograd.grad(out.pow(2).sum(), list(params.values()))
+        return [out.detach(), *grads]
+
+    by_lookup = outputs_and_grads()
+    monkeypatch.setattr(models, "_by_lookup", lambda tokens: False)
+    by_products = outputs_and_grads()
+    for a, b in zip(by_lookup, by_products, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert float(by_lookup[1].abs().sum()) > 0  # the gradients are not trivially zero
+
+
 def test_first_layer_attention_is_causal_and_normalised():
     A = torch.randn(2, 6, 6)
     att = first_layer_attention(A)

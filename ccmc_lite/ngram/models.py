@@ -81,6 +81,11 @@ def first_layer_attention(A1: torch.Tensor) -> torch.Tensor:
     return causal_softmax(A1)
 
 
+def _by_lookup(tokens: torch.Tensor) -> bool:
+    """Whether products with one-hot embeddings are computed as look-ups (on the CPU)."""
+    return tokens.device.type == "cpu"
+
+
 def _orthonormal_embedding(S: int, d: int) -> torch.Tensor:
     """Rows ``s_0..s_{S-1}``: the first ``S`` standard basis vectors of R^d (one-hot)."""
     return torch.eye(d)[:S].clone()
@@ -182,11 +187,29 @@ class SimplifiedTransformer(nn.Module):
         # r1[i] . w with w = K2^T Q2 r1[t]; the head blocks of r1[i] are attention averages
         # of V1[h] r0[j], so r1[i] . w = r0[i] . w_0 + sum_h sum_j att_h[i, j] r0[j] . V1[h]^T w_h.
         # r0[j] is the one-hot vector of x_j, so every product with it is a look-up or a
-        # scatter by token: gather and scatter_add. As (B, T', d) matrix products they became
-        # B tiny products per run under vmap: the forward and backward of 25 batched runs
-        # took 2.6x as long that way (4 runs: 1.8x, one run: 1.2x; the same function to rounding).
+        # scatter by token. On the CPU they are computed as such (gather, scatter_add): as
+        # (B, T', d) matrix products they became B tiny products per run under vmap, and the
+        # forward and backward of 25 batched runs took 2.6x as long (4 runs: 1.8x, one run:
+        # 1.2x; the same function to rounding). Elsewhere the products stay: on CUDA,
+        # scatter_add (and gather's gradient) add with atomics, in a varying order, and a
+        # run would no longer give the same numbers twice.
         B, Tq = tokens.shape
         H, d = self.H, self.d
+        r0 = None if _by_lookup(tokens) else self.embed(tokens)  # (B, T', d) or None
+
+        def pool(weights: torch.Tensor, width: int) -> torch.Tensor:
+            """``sum_j weights[b, k, j] s_{x_j}``, its first ``width`` entries; (B, K, width)."""
+            if r0 is not None:
+                return (weights @ r0)[..., :width]
+            index = tokens.unsqueeze(1).expand_as(weights)
+            return weights.new_zeros(*weights.shape[:-1], width).scatter_add(-1, index, weights)
+
+        def look_up(values: torch.Tensor) -> torch.Tensor:
+            """``values[b, k] . s_{x_j}`` for every key j: (B, K, d) -> (B, K, T')."""
+            if r0 is not None:
+                return values @ r0.transpose(1, 2)
+            return torch.gather(values, 2, tokens.unsqueeze(1).expand(B, values.shape[1], Tq))
+
         att = causal_softmax(self.A1[:, :Tq, :Tq])  # (H, T', T')
         if query_pos is None:
             att_q = att[:, -1].unsqueeze(0).expand(B, H, Tq)  # (B, H, T')
@@ -195,22 +218,20 @@ class SimplifiedTransformer(nn.Module):
             qp = query_pos.reshape(B)
             att_q = att[:, qp].transpose(0, 1)  # (B, H, T')
             x_q = torch.gather(tokens, 1, qp.reshape(B, 1)).squeeze(1)  # (B,)
-        # mixed[b, h] = sum_j att_q[b, h, j] s_{x_j}: attention-averaged embeddings at the query
-        mixed = att_q.new_zeros(B, H, d).scatter_add(2, tokens.unsqueeze(1).expand(B, H, Tq), att_q)
+        mixed = pool(att_q, d)  # (B, H, d): attention-averaged token embeddings at the query
         heads_q = torch.einsum("bhd,hed->bhe", mixed, self.V1)  # (B, H, d)
         r0_q = self.embed(x_q)  # (B, d)
         r1_q = torch.cat([r0_q.unsqueeze(1), heads_q], dim=1).reshape(B, self.D)  # (B, D)
         w = (r1_q @ (self.Q2.T @ self.K2)).reshape(B, H + 1, d)  # (B, H+1, d)
         u = torch.einsum("bhe,hed->bhd", w[:, 1:], self.V1)  # (B, H, d)
-        wu = torch.cat([w[:, :1], u], dim=1)  # (B, H+1, d)
-        z = torch.gather(wu, 2, tokens.unsqueeze(1).expand(B, H + 1, Tq))  # (B, H+1, T'): . s_{x_i}
+        z = look_up(torch.cat([w[:, :1], u], dim=1))  # (B, H+1, T')
         mix = att.permute(0, 2, 1).reshape(H * Tq, Tq)  # [(h, j), i] = att_h[i, j]
         scores = z[:, 0] + z[:, 1:].reshape(B, H * Tq) @ mix  # (B, T')
         if query_pos is not None:
             allowed = torch.arange(Tq, device=tokens.device) <= query_pos.reshape(B, 1)
             scores = scores.masked_fill(~allowed, float("-inf"))
         a = torch.softmax(scores, dim=-1)  # (B, T')
-        return a.new_zeros(B, self.S).scatter_add(1, tokens, a)  # (B, S) = sum_i a_i e_{x_i}
+        return pool(a.unsqueeze(1), self.S).squeeze(1)  # (B, S) = sum_i a_i e_{x_i}
 
     def second_layer_attention(self, tokens: torch.Tensor) -> torch.Tensor:
         """Second-layer attention of the last query over all keys, ``(B, T')``."""
