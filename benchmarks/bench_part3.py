@@ -43,7 +43,8 @@ TASK = NGramTask(S=5, n=3, T=32, alpha=0.5)
 REPEATS = 3  # interleaved repeats of each timed path; the best counts
 
 
-def _train(n_runs: int, steps: int, batched: bool) -> float:
+def _train(n_runs: int, steps: int, batched: bool, device: str = "cpu") -> float:
+    """Seconds of ``train_runs`` for ``n_runs`` runs of ``steps`` steps at Sec. 5's settings."""
     config = TrainConfig(steps=steps, lr=0.01, optimizer="adam")
     result = train_runs(
         lambda: SimplifiedTransformer(5, 32, 2),
@@ -54,8 +55,9 @@ def _train(n_runs: int, steps: int, batched: bool) -> float:
         seed=0,
         batched=batched,
         progress=False,
+        device=device,
     )
-    return result.seconds
+    return result.seconds  # ends with the final weights copied back to the CPU (a sync)
 
 
 def run(quick: bool = False) -> dict:

@@ -8,7 +8,8 @@ Without ``--out`` it writes where the package reads (``ccmc_lite/data/gpu_runs/N
 and ``ccmc_lite/data/gpu_timings.json``: :func:`ccmc_lite.core.load_stored` with
 ``gpu=True``, :func:`ccmc_lite.core.gpu_timings`); with ``--out DIR``, ``DIR/NAME.json``
 and ``DIR/gpu_timings.json``. The timings file is updated, not replaced, so runs of some
-parts at a time add up. What it does, in order, each part written as soon as it is done:
+parts at a time add up. What it does (parts 2 and 3 first, being short; each part written
+as soon as it is done):
 
 1. Re-runs stored sweeps of ``benchmarks/paper_runs.py`` (names in :data:`NAMES`, each
    as one batched program) on the GPU, at their stored settings, and writes each with
@@ -23,9 +24,16 @@ parts at a time add up. What it does, in order, each part written as soon as it 
    memory of each shard; the running page turns it into the time of the whole grid (810
    runs, 8000 steps).
 
-``--budget S`` starts no new part after ``S`` seconds (a device lease is short); ``--no-grid``
-skips part 2. A sweep stopped by ``SIGTERM`` (``timeout``, the end of a lease) is recorded
-under ``unfinished`` with the seconds it had run.
+3. Times one step of Part III's stage-wise training at Sec. 5's settings (``bench_part3``:
+   S = 5, n = 3, T = 32, two heads, batch 128, Adam) with 1, 4 and 25 runs batched, on the
+   GPU and on one core of the same machine's CPU, again as the difference of two run
+   lengths (``part3_step`` in the timings file): whether the GPU shortens a step whose
+   operations are all tiny.
+
+``--budget S`` starts no new sweep after ``S`` seconds (a device lease is short): with
+``--budget 0`` only parts 2 and 3 run. ``--no-grid`` skips part 2, ``--no-step`` part 3. A
+sweep stopped by ``SIGTERM`` (``timeout``, the end of a lease) is recorded under
+``unfinished`` with the seconds it had run.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import time
 from pathlib import Path
 
 import torch
+from bench_part3 import _train as train_part3
 from paper_runs import EXPERIMENTS, TABLE2
 
 import ccmc_lite
@@ -59,6 +68,7 @@ NAMES = (
 GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # Makkuva et al., Fig. 4: 9 x 9 cells
 GRID_SEEDS = 5
 GRID_SHARD = 81  # one seed of every cell: 10 such shards (5 seeds, tied and untied) make the grid
+PART3_RUNS = (1, 4, 25)  # runs in one Part III step: one run, the book's seeds, ch. 5's sweep
 QUICK = {"steps": 6, "N": 16, "T": 16, "eval_every": 3, "checkpoint_every": 3}
 
 
@@ -86,6 +96,7 @@ def time_grid_step(device: str, quick: bool) -> dict:
     """Seconds per step of a shard of :data:`GRID_SHARD` Fig. 4 runs, tied and untied."""
     short, long = (2, 4) if quick else (10, 50)
     out: dict = {"shard_runs": GRID_SHARD, "steps_compared": [short, long]}
+    out["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     run_sweep(_grid_sweep(True, 2, quick), device=device)  # warm-up: kernels, allocator
     for tied in (True, False):
         seconds = {}
@@ -103,6 +114,25 @@ def time_grid_step(device: str, quick: bool) -> dict:
     return out
 
 
+def time_part3_step(device: str, quick: bool) -> dict:
+    """Milliseconds per Part III step (:data:`PART3_RUNS` runs batched), on ``device`` and a core.
+
+    Each figure is the difference of a long and a short run (best of two each) over the
+    difference of their steps, so that building the models and copying back cancel.
+    """
+    short, long = (2, 6) if quick else (20, 80)
+    out: dict = {"steps_compared": [short, long], "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    threads = torch.get_num_threads()
+    for where in dict.fromkeys((device, "cpu")):  # the device, then one CPU core
+        torch.set_num_threads(1 if where == "cpu" else threads)  # the CPU figure: one core
+        train_part3(2, 3, True, where)  # warm-up: kernels, allocator
+        for runs in PART3_RUNS:
+            a, b = (min(train_part3(runs, s, True, where) for _ in range(2)) for s in (short, long))
+            out[f"{where}_ms_per_step_{runs}_runs"] = round(1000 * (b - a) / (long - short), 3)
+    torch.set_num_threads(threads)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="folder for the results (default: the package)")
@@ -110,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny settings: check the script")
     parser.add_argument("--budget", type=float, default=float("inf"), help="seconds")
     parser.add_argument("--no-grid", action="store_true", help="skip the grid's step timing")
+    parser.add_argument("--no-step", action="store_true", help="skip Part III's step timing")
     parser.add_argument("names", nargs="*", help=f"stored sweeps to re-run (default: {NAMES})")
     args = parser.parse_args(argv)
     names = args.names or list(NAMES)
@@ -150,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_grid:
         timings["grid"] = time_grid_step(args.device, args.quick)
         print(f"[gpu-runs] grid step: {timings['grid']}", flush=True)
+        write()
+    if not args.no_step:
+        timings["part3_step"] = time_part3_step(args.device, args.quick)
+        print(f"[gpu-runs] Part III step: {timings['part3_step']}", flush=True)
         write()
     for name in names:
         if time.perf_counter() - start > args.budget:

@@ -65,10 +65,12 @@ def tiny():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_the_part3_sweep_task_runs_on_the_gpu(tiny):
-    on_gpu = run_sweep(_tiny(), device="cuda")
+    on_gpu, again = (run_sweep(_tiny(), device="cuda") for _ in range(2))
     assert on_gpu.device.startswith("cuda") and on_gpu.shared == tiny.shared
     for key, value in tiny.arrays.items():  # other kernels: equal to rounding
         np.testing.assert_allclose(on_gpu.arrays[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+        # same seed, same numbers on the GPU too (no atomics in the model's kernels)
+        np.testing.assert_array_equal(again.arrays[key], on_gpu.arrays[key], err_msg=key)
 
 
 def test_sweep_task_returns_one_row_per_run_and_is_deterministic(tiny):
@@ -350,10 +352,14 @@ def test_gpu_copies_are_the_cpu_sweeps_on_a_gpu():
         assert grid[f"{tied}_s_per_step"] == pytest.approx((t1 - t0) / (long - short), rel=1e-3)
     for name, info in timed.get("unfinished", {}).items():
         assert name in stored_names() and info["ran_s"] > 0 and info["how"]
+    step = timed["part3_step"]  # Part III's step, batched runs, on the GPU and on one CPU core
+    assert step["steps_compared"][0] < step["steps_compared"][1] and step["date"]
+    for where in ("cuda", "cpu"):
+        assert all(0 < step[f"{where}_ms_per_step_{runs}_runs"] < 1e3 for runs in (1, 4, 25))
 
 
 def test_load_stored_gpu_argument_is_checked():
     with pytest.raises(TypeError, match="gpu must be True or False"):
         load_stored("p2_fig4_paper", gpu="yes")
     with pytest.raises(ValueError, match="p2_fig4_paper"):  # names what ships
-        load_stored("p3_plateau_paper", gpu=True)
+        load_stored("p3_stagewise_paper", gpu=True)  # a CPU file without a GPU copy

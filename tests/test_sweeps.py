@@ -53,8 +53,10 @@ def test_a_dask_cluster_gives_the_same_numbers(in_process):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_the_same_sweep_runs_on_the_gpu(in_process, tmp_path):
-    on_gpu = run_sweep(_sweep(), shard_size=2, device="cuda")
+    on_gpu, again = (run_sweep(_sweep(), shard_size=2, device="cuda") for _ in range(2))
     assert on_gpu.device.startswith("cuda")
+    for key, value in on_gpu.arrays.items():  # same seed, same numbers on the GPU too
+        np.testing.assert_array_equal(again.arrays[key], value, err_msg=key)
     saved = json.loads(save_stored(on_gpu, tmp_path / "gpu.json", command="pytest").read_text())
     assert saved["provenance"]["device"] == on_gpu.device  # not the CPU's name
     for key, value in in_process.arrays.items():  # other kernels: equal to rounding

@@ -257,9 +257,13 @@ def gpu_timings() -> dict[str, Any]:
     ``grid``: seconds per training step of a shard of Fig. 4 runs at the paper's settings
     (Makkuva et al. 2024, Table 2), tied and untied, from two runs of different lengths
     (their difference: start-up and evaluations cancel), and the shard's peak GPU memory;
-    ``sweeps``: wall seconds of each stored sweep re-run there
-    (:func:`~ccmc_lite.core.load_stored` with ``gpu=True``); ``unfinished``: sweeps that did
-    not finish within the time the GPU was lent, with how long they had run.
+    ``part3_step``: milliseconds per step of Varre et al.'s Sec. 5 training with 1, 4 and 25
+    runs batched, on the GPU (``cuda_ms_per_step_<R>_runs``) and on one core of the same
+    machine (``cpu_...``), measured the same way; ``sweeps``: wall seconds of each stored
+    sweep re-run there (:func:`~ccmc_lite.core.load_stored` with ``gpu=True``);
+    ``unfinished``: sweeps that did not finish within the time the GPU was lent, with how
+    long they had run. The top-level ``date`` and ``command`` are those of the last run of
+    the script; ``grid`` and ``part3_step`` carry their own dates, a sweep's file its own.
     """
     text = resources.files("ccmc_lite").joinpath(_GPU_TIMINGS).read_text("utf-8")
     return dict(json.loads(text))
