@@ -11,6 +11,7 @@ float32 kernels) within a relative ``1e-5``, with a warning.
 from __future__ import annotations
 
 import importlib.util
+import platform
 import sys
 import warnings
 from pathlib import Path
@@ -363,3 +364,11 @@ def test_load_stored_gpu_argument_is_checked():
         load_stored("p2_fig4_paper", gpu="yes")
     with pytest.raises(ValueError, match="p2_fig4_paper"):  # names what ships
         load_stored("p3_stagewise_paper", gpu=True)  # a CPU file without a GPU copy
+
+
+def test_the_machine_names_the_vector_instructions_of_torchs_kernels(monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    arch, cpu, cores, system = _machine().split(", ")
+    assert arch == platform.machine()
+    assert cpu.endswith(" (AVX2)") and cores.endswith(" cores") and system == platform.system()

@@ -88,9 +88,17 @@ def _machine() -> str:
 
     The processor matters: float32 kernels differ between CPU families (MKL picks other
     code paths on AMD than on Intel), so results match bit for bit only on the same kind.
+    The processor's name can hide its generation (virtual machines often report only
+    "AMD EPYC"), so the vector instructions torch's own kernels use on it follow in
+    parentheses (``torch.backends.cpu.get_cpu_capability()``, e.g. ``AVX2`` or ``AVX512``):
+    they change both the speed and the rounding of its elementwise kernels.
     """
     cores = os.cpu_count() or 0
-    text = f"{platform.machine()}, {_cpu_model()}, {cores} cores, {platform.system()}"
+    cpu = _cpu_model()
+    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")()
+    if capability:
+        cpu += f" ({capability})"
+    text = f"{platform.machine()}, {cpu}, {cores} cores, {platform.system()}"
     if torch.cuda.is_available():
         text += f", {torch.cuda.get_device_name(0)}"
     return text
