@@ -87,6 +87,11 @@ def _grid_sweep(tied: bool, steps: int, quick: bool) -> Sweep:
     return Sweep("p2_fig4_grid_timing", "ccmc_lite.markov.runs:sweep_task", settings, runs, 0)
 
 
+def _now() -> str:
+    """The date and time a part was measured (as every date in the timings file)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -95,8 +100,7 @@ def _sync(device: str) -> None:
 def time_grid_step(device: str, quick: bool) -> dict:
     """Seconds per step of a shard of :data:`GRID_SHARD` Fig. 4 runs, tied and untied."""
     short, long = (2, 4) if quick else (10, 50)
-    out: dict = {"shard_runs": GRID_SHARD, "steps_compared": [short, long]}
-    out["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    out: dict = {"shard_runs": GRID_SHARD, "steps_compared": [short, long], "date": _now()}
     run_sweep(_grid_sweep(True, 2, quick), device=device)  # warm-up: kernels, allocator
     for tied in (True, False):
         seconds = {}
@@ -121,7 +125,7 @@ def time_part3_step(device: str, quick: bool) -> dict:
     difference of their steps, so that building the models and copying back cancel.
     """
     short, long = (2, 6) if quick else (20, 80)
-    out: dict = {"steps_compared": [short, long], "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+    out: dict = {"steps_compared": [short, long], "date": _now()}
     threads = torch.get_num_threads()
     for where in dict.fromkeys((device, "cpu")):  # the device, then one CPU core
         torch.set_num_threads(1 if where == "cpu" else threads)  # the CPU figure: one core
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         torch=torch.__version__,
         python=platform.python_version(),
         device=args.device,
-        date=time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        date=_now(),
         command="python3 dev.py gpu-runs " + " ".join(argv or sys.argv[1:]),
         quick=args.quick,
     )
