@@ -137,6 +137,20 @@ def test_sample_chains_shapes_and_reproducibility():
     assert sample_chains(P, 2, 1, generator=torch_generator(1)).shape == (2, 1)
 
 
+def test_sample_chains_seed_is_a_fresh_generator_and_excludes_generator():
+    P = binary_kernel(0.2, 0.3)
+    x = sample_chains(P, 5, 7, seed=4)
+    assert torch.equal(x, sample_chains(P, 5, 7, seed=4))
+    assert torch.equal(x, sample_chains(P, 5, 7, generator=torch_generator(4)))
+    assert not torch.equal(x, sample_chains(P, 5, 7, seed=5))
+    with pytest.raises(ValueError, match="seed or generator, not both"):
+        sample_chains(P, 5, 7, seed=4, generator=torch_generator(4))
+    with pytest.raises(ValueError, match="seed"):
+        sample_chains(P, 5, 7, seed=-1)
+    with pytest.raises(TypeError, match="seed"):
+        sample_chains(P, 5, 7, seed="4")
+
+
 def test_sample_chains_statistics_match_kernel_and_stationary_law():
     P = symmetric_kernel(3, 0.45)
     x = sample_chains(P, 400, 200, generator=torch_generator(5))

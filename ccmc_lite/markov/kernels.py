@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ..core.chains import entropy, stationary_distribution
+from ..core.seeding import torch_generator
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
@@ -189,8 +190,8 @@ def _initial_states(
 
 
 def _check_sampling_args(
-    P: Any, n: int, T: int, generator: torch.Generator | None
-) -> tuple[torch.Tensor, int, int]:
+    P: Any, n: int, T: int, seed: Any, generator: torch.Generator | None
+) -> tuple[torch.Tensor, int, int, torch.Generator | None]:
     P = check_kernel(P)
     if P.ndim not in (2, 3):
         raise ValueError(f"P must have shape (K, K) or (R, K, K); got {tuple(P.shape)}")
@@ -198,7 +199,11 @@ def _check_sampling_args(
     T = check_size("T", T, minimum=1)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator; got {type(generator).__name__}")
-    return P, n, T
+    if seed is not None:
+        if generator is not None:
+            raise ValueError(f"give seed or generator, not both; got seed={seed!r} and a generator")
+        generator = torch_generator(seed)  # checks the seed
+    return P, n, T, generator
 
 
 def sample_chains(
@@ -206,6 +211,7 @@ def sample_chains(
     n: int,
     T: int,
     *,
+    seed: int | None = None,
     generator: torch.Generator | None = None,
     init: Any = "stationary",
 ) -> torch.Tensor:
@@ -219,8 +225,12 @@ def sample_chains(
         Sequences per kernel.
     T : int
         Sequence length (``>= 1``).
+    seed : int, optional
+        Seed of a fresh CPU generator: the same seed gives the same sequences.
     generator : torch.Generator, optional
-        Source of randomness (same generator state, same sequences).
+        Source of randomness instead of ``seed`` (same generator state, same sequences), e.g.
+        one generator advanced over many calls, or one on a CUDA device. Without either,
+        torch's global generator is used.
     init : str or array-like
         ``"stationary"`` (default; Makkuva et al. 2024 start the chain at ``pi``),
         ``"uniform"`` or a probability vector.
@@ -237,7 +247,7 @@ def sample_chains(
     ``gather`` per time step over all runs and sequences. (A parallel prefix scan of the
     maps needs ``O(T log T)`` work and measured slower on a CPU.)
     """
-    P, n, T = _check_sampling_args(P, n, T, generator)
+    P, n, T, generator = _check_sampling_args(P, n, T, seed, generator)
     if generator is not None:
         P = P.to(generator.device)  # sample where the generator lives (CPU or CUDA)
     batch = (*P.shape[:-2], n)
