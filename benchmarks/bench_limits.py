@@ -128,7 +128,7 @@ def _measure(quick: bool) -> dict[str, float]:
     model = build_model(**options)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(0)
-    x = sample_chains(binary_kernel(0.2, 0.3), PAPER["batch"], PAPER["N"], generator=gen)
+    x = sample_chains(binary_kernel(0.2, 0.3), PAPER["batch"], PAPER["N"] + 1, generator=gen)
 
     def step() -> None:  # forward, backward and AdamW update of the paper's model
         optimizer.zero_grad()

@@ -206,6 +206,18 @@ def test_dev_py_processes_cache_byte_code_under_build(monkeypatch):
     assert out == ["0", ours]
 
 
+def test_citations_quote_the_package_version():
+    """CITATION.cff and the BibTeX entry on the book's front page cite the released version."""
+    version = _pyproject()["project"]["version"]
+    import ccmc_lite
+
+    assert ccmc_lite.__version__ == version
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert str(cff["version"]) == version
+    bibtex = re.search(r"Version ([0-9][0-9.]*)", (ROOT / "book" / "intro.md").read_text())
+    assert bibtex is not None and bibtex.group(1) == version
+
+
 def test_required_layout_exists():
     for name in (
         "book",

@@ -638,7 +638,7 @@ def fit_newton(
     E : array-like
         ``(K, d)`` embeddings satisfying Assumption 2.3.
     tol : float
-        Stop a run when :math:`\\|\\nabla_W\\hat{\\mathcal L}\\|_F < ` ``tol``.
+        Stop a run when :math:`\\|\\nabla_W\\hat{\\mathcal L}\\|_F < \\mathrm{tol}`.
     max_iter : int
         Maximum Newton iterations.
     armijo : float
