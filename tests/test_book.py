@@ -55,6 +55,22 @@ def test_build_is_clean_and_complete(built_book):
     assert (built_book / "_static" / "vendor" / "mathjax" / "tex-svg-full.js").exists()
 
 
+# A display equation ($$ ... $$) written straight after a line of text is parsed as inline
+# math between two literal dollar signs: "$<span class="math">...</span>$" in the page.
+_DOLLAR_WRAPPED_MATH = re.compile(
+    r'\$\s*<span class="math[^"]*">|<span class="math[^"]*">[^<]*</span>\s*\$'
+)
+
+
+def test_no_equation_is_wrapped_in_literal_dollar_signs(built_book):
+    broken = {
+        page.relative_to(built_book).as_posix(): len(_DOLLAR_WRAPPED_MATH.findall(text))
+        for page in sorted(built_book.rglob("*.html"))
+        if _DOLLAR_WRAPPED_MATH.search(text := page.read_text(encoding="utf-8"))
+    }
+    assert not broken, f"math rendered between literal dollar signs (blank line missing?): {broken}"
+
+
 def _chromium() -> str:
     path = os.environ.get("CCMC_CHROMIUM") or shutil.which("chromium")
     if not path:
