@@ -90,7 +90,8 @@ def test_distribution_from_counts_with_batched_chains():
 @settings(max_examples=40, deadline=None)
 @given(st.integers(2, 6), st.integers(1, 12), st.integers(0, 10_000))
 def test_pi_depends_only_on_counts_and_query(K, L, seed):
-    """Def. 2.1: permuting x_1..x_{L-1} and rescaling rows of P leave pi^X unchanged."""
+    """Def. 2.1: pi^X is the token counts of X times the query's row of P, normalised; so
+    permuting x_1..x_{L-1} leaves it unchanged. Cross-attention counts all but the query."""
     g = torch.Generator().manual_seed(seed)
     P = random_P(K, seed)
     X = torch.randint(0, K, (L,), generator=g)
@@ -100,6 +101,12 @@ def test_pi_depends_only_on_counts_and_query(K, L, seed):
     assert math.isclose(float(pi.sum()), 1.0, rel_tol=1e-12)
     # support of pi is the set of tokens in X (self-attention only repeats key tokens)
     assert set(pi.nonzero().flatten().tolist()) == set(X.tolist())
+    # the formula itself, for both key sets
+    weights = torch.bincount(X, minlength=K).double() * P[X[-1]].double()
+    torch.testing.assert_close(pi, weights / weights.sum())
+    if L >= 2:
+        cross = torch.bincount(X[:-1], minlength=K).double() * P[X[-1]].double()
+        torch.testing.assert_close(ccmc_distribution(P, X, variant="cross"), cross / cross.sum())
 
 
 # ---------------------------------------------------------------- positional CCMC (eq. (10))

@@ -49,8 +49,13 @@ def test_gap_is_nonnegative_and_zero_for_the_full_context(seed, n, s, n_groups):
         float(coarse_gap(J, torch.zeros(n, dtype=torch.long)))
         >= float(coarse_gap(J, groups)) - 1e-12
     )
+    # merging groups pairwise (a coarser statistic) can only increase the gap
+    assert float(coarse_gap(J, groups // 2)) >= float(coarse_gap(J, groups)) - 1e-12
     pred = coarse_predictor(J, groups)
     torch.testing.assert_close(pred.sum(1), torch.ones(n, dtype=torch.float64))
+    # the gap is the excess cross-entropy of the best coarse predictor over H(y | c)
+    cross = -float(torch.special.xlogy(J, pred).sum())
+    assert abs(cross - float(conditional_entropy(J)) - float(coarse_gap(J, groups))) < 1e-10
 
 
 def test_coarse_predictor_is_stationary_for_a_softmax_over_groups():

@@ -13,6 +13,7 @@ from ccmc_lite.markov import (
     attention_ratio,
     binary_kernel,
     entropy_rate,
+    kernel_loss,
     markov_config,
     plot_pq_grid,
     symmetric_kernel,
@@ -56,6 +57,15 @@ def test_train_markov_shapes_and_evaluation():
     assert torch.allclose(probs.sum(-1), torch.ones(3, 5, 8, dtype=torch.float64), atol=1e-5)
     m = runs.module(1, step=3)
     assert isinstance(m, MarkovTransformer) and not m.e.requires_grad
+    # the vmapped evaluation is each run's own model at that step, on its own chain's sequences
+    x_test = runs.test_sequences(8, 0)  # (R, 8, N)
+    for r in range(3):
+        for j, step in enumerate(steps):
+            own = kernel_loss(runs.module(r, step=step), x_test[r], KERNELS[r].float())
+            assert abs(float(L[r, j]) - float(own)) < 1e-5
+        with torch.no_grad():
+            own_probs = runs.module(r)(x[r]).exp()
+        torch.testing.assert_close(probs[r], own_probs.double(), atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="step"):
         runs.params_at(4)
 

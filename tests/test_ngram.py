@@ -79,9 +79,11 @@ def test_dirichlet_moments_match_theory():
     assert x.shape == (40000, S)
     torch.testing.assert_close(x.sum(-1), torch.ones(40000, dtype=x.dtype))
     a0 = S * alpha
-    var = alpha * (a0 - alpha) / (a0**2 * (a0 + 1))  # 0.0228...
-    assert abs(float(x.mean()) - 1 / S) < 2e-3
-    assert abs(float(x.var(0).mean()) - var) < 1.5e-3
+    var = alpha * (a0 - alpha) / (a0**2 * (a0 + 1))  # 0.0457...
+    # each coordinate's mean (the overall mean is 1/S for any rows summing to one)
+    se = (var / x.shape[0]) ** 0.5
+    assert float((x.mean(0) - 1 / S).abs().max()) < 5 * se
+    assert float((x.var(0) - var).abs().max()) < 1.5e-3
 
 
 def test_dirichlet_small_alpha_never_degenerates():

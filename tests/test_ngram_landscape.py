@@ -109,9 +109,10 @@ def test_statistical_term_decreases_with_T():
     assert stats[1] < 0.5 * stats[0]
 
 
-def test_gradient_at_theta_star_shrinks_as_c_and_T_grow():
-    """Thm. 4.2 in a regime where the statistical term is small (S = 3, α = 5): past the
-    peak of the T√c e^{-c} term the gradient drops with c, and it drops with T."""
+def test_gradient_at_theta_star_shrinks_as_T_grows():
+    """Thm. 4.2 in a regime where the statistical term is small (S = 3, α = 5): at every c the
+    gradient is smaller for longer sequences. (Its fall with c, which the e^{-c} term predicts,
+    is within the sampling noise at these sizes: Part III ch. 2 shows it is not resolved.)"""
     norms = {}
     for T in (64, 256):
         b = sample_batch(NGramTask(S=3, n=3, T=T, alpha=5.0), 1024, seed=0)
@@ -119,7 +120,7 @@ def test_gradient_at_theta_star_shrinks_as_c_and_T_grow():
         for c in (4.0, 8.0):
             load_parameters(m, theta_star(2, S=3, T=T, n_heads=2, c=c))
             norms[T, c] = gradient_norm(m, b.tokens, b.target).naive
-    assert norms[256, 8.0] < norms[256, 4.0]
+    assert norms[256, 4.0] < norms[64, 4.0]
     assert norms[256, 8.0] < norms[64, 8.0]
 
 
@@ -130,6 +131,9 @@ def test_theorem42_fit_recovers_constants():
     g = theorem42_trend(c, T, stat, 0.7, 0.05)
     a, b = fit_theorem42(c, T, stat, g)
     assert a == pytest.approx(0.7, rel=1e-6) and b == pytest.approx(0.05, rel=1e-6)
+    # the trend itself, written out: a sqrt(c) stat + b T sqrt(c) e^{-c}
+    by_hand = 0.7 * 2.0 * 0.2 + 0.05 * 32 * 2.0 * np.exp(-4.0)  # c = 4, T = 32, stat = 0.2
+    assert float(theorem42_trend(4.0, 32.0, 0.2, 0.7, 0.05)) == pytest.approx(by_hand, rel=1e-12)
     with pytest.raises(ValueError, match="grad_norm"):
         fit_theorem42(c, T, stat, -g)
 

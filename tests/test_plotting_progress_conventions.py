@@ -119,7 +119,7 @@ def test_text_progress_prints_evenly_spaced_lines():
 def test_conventions_round_trip():
     P_cols = torch.tensor([[0.2, 0.5], [0.8, 0.5]])
     P = from_column_stochastic(P_cols)
-    torch.testing.assert_close(P.sum(1), torch.ones(2, dtype=torch.float64))
+    torch.testing.assert_close(P, P_cols.T.double())  # row i = column i of the paper's layout
     torch.testing.assert_close(to_column_stochastic(P), P_cols.double())
     assert from_one_based([1, 2, 1]).tolist() == [0, 1, 0]
     assert to_one_based([0, 1, 0]).tolist() == [1, 2, 1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,6 +13,7 @@ from ccmc_lite.ngram import (
     NGramStream,
     NGramTask,
     SimplifiedTransformer,
+    gradient_norm,
     kgram_levels,
     make_eval_fn,
     make_loss_fn,
@@ -54,6 +56,11 @@ def test_levels_loss_and_eval():
     assert list(levels) == ["uniform", "1-gram", "2-gram"]
     assert levels["uniform"] == pytest.approx(math.log(3))
     assert levels["2-gram"] < levels["uniform"]
+    # the add-1 unigram level by hand: (count of each token + 1) / (T + S) in each sequence
+    counts = torch.nn.functional.one_hot(tx, 3).sum(1).double()  # (B, S)
+    unigram = (counts + 1) / (counts.sum(1, keepdim=True) + 3)
+    by_hand = -(ty.double() * unigram.log()).sum(1).mean()
+    assert levels["1-gram"] == pytest.approx(float(by_hand), rel=1e-6)
     m = SimplifiedTransformer(3, 16, 1)
     with torch.no_grad():
         ev = make_eval_fn(tx, ty, chunk=700)(m, 0)["test_loss"]
@@ -119,4 +126,9 @@ def test_attention_plot_and_checkpoint_gradients():
         progress=False,
     )
     steps, norms = checkpoint_gradient_norms(res, tx, ty)
-    assert steps == [0, 4] and norms.shape == (2, 2) and (norms >= 0).all()
+    assert steps == [0, 4] and norms.shape == (2, 2) and (norms[:, 0] > 0).all()
+    for r in range(2):  # each entry is that run's model at that checkpoint
+        for j, step in enumerate(steps):
+            own = gradient_norm(res.module(r, step), tx, ty.to(torch.float32)).estimate
+            assert norms[r, j] == pytest.approx(own, rel=1e-6)
+    assert not np.allclose(norms[0], norms[1])  # two runs, two sets of weights

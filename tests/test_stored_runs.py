@@ -105,6 +105,23 @@ def test_a_prefix_reproduces_the_head_of_the_full_run(tiny):
     )
 
 
+def test_stage_summary_reads_known_formation_steps():
+    """Synthetic attention weights with known formation checkpoints give exactly those."""
+    ckpt = np.array([0, 10, 20, 30, 40])
+    w = np.zeros((2, 5, 2, 2))  # (R, C, H, n - 1)
+    w[0, 1:, 0, 0] = 0.9  # run 0: offset 1 forms at step 10 (head 0) ...
+    w[0, 3:, 1, 1] = 0.8  # ... offset 2 at step 30 (head 1)
+    w[1, 2:, 1, 1] = 0.6  # run 1: offset 2 at step 20, offset 1 never
+    w[1, :, 0, 0] = 0.2  # below the 0.3 threshold throughout
+    steps = np.arange(0, 41, 2)
+    loss = np.stack([np.where(steps < 20, 1.10, 0.90), np.full(steps.shape, 1.10)])
+    rows = ngram.stage_summary(loss, steps, ckpt, w, span=3)
+    assert rows[0]["formed"] == {1: 10, 2: 30} and rows[0]["first"] == 1
+    assert rows[1]["formed"] == {1: -1, 2: 20} and rows[1]["first"] == 2
+    assert [row["final"] for row in rows] == [pytest.approx(0.90), pytest.approx(1.10)]
+    assert len(rows[0]["stages"]) == 2 and len(rows[1]["stages"]) == 1
+
+
 def test_stage_summary_and_plot_read_a_sweep_result(tiny):
     import matplotlib
 

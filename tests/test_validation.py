@@ -124,4 +124,107 @@ def test_random_stochastic_matrices_pass(K, seed):
     rng = np.random.default_rng(seed)
     P = rng.dirichlet(np.ones(K), size=K)
     out = check_stochastic_matrix("P", P)
-    assert torch.allclose(out.sum(1), torch.ones(K, dtype=torch.float64))
+    assert out.dtype == torch.float64 and torch.equal(out, torch.from_numpy(P))
+
+
+# --- the remaining shared checks, each with its rule ------------------------------------
+
+
+def test_check_fit_rules():
+    from ccmc_lite.core import DivergenceError, check_fit
+
+    ok = torch.zeros(3)
+    check_fit("fit", torch.tensor([1.0, float("nan"), 2.0]), ok)  # NaN: a step not taken
+    check_fit("fit", torch.tensor([1.0, 101.0]), torch.zeros(1))  # rise of 100 x max(|1|, 1)
+    with pytest.raises(DivergenceError, match="step 1"):  # ... but the last step is checked
+        check_fit("fit", torch.tensor([1.0, float("nan")]), torch.zeros(1))
+    with pytest.raises(DivergenceError, match="step 1"):
+        check_fit("fit", torch.tensor([1.0, float("inf")]), torch.zeros(1))
+    with pytest.raises(DivergenceError, match=r"fit diverged at step 2 \(run \(1,\)\)"):
+        check_fit("fit", torch.tensor([[1.0, 1.0, 1.0], [2.0, 1.0, 203.0]]), torch.zeros(2, 4))
+    check_fit("fit", torch.tensor([2.0, 201.0]), torch.zeros(1))  # threshold scales with |first|
+    check_fit("fit", torch.tensor([1.0, 1e6]), torch.zeros(1), max_loss_rise=None)
+    with pytest.raises(DivergenceError, match=r"non-finite parameters .*run \(1,\)"):
+        check_fit("fit", torch.zeros(2, 2), torch.tensor([[0.0], [float("nan")]]))
+    with pytest.raises(ValueError, match="params must have the run axes"):
+        check_fit("fit", torch.zeros(2, 2), torch.zeros(3))
+    with pytest.raises(ValueError, match="loss_history must not be empty"):
+        check_fit("fit", torch.zeros(0), torch.zeros(1))
+
+
+def test_is_traced_inside_torch_func_only():
+    from torch.func import vmap
+
+    from ccmc_lite.core import is_traced
+
+    x = torch.zeros(3, 2)
+    assert not is_traced(x) and not is_traced(1.0)
+    seen = []
+    vmap(lambda row: seen.append(is_traced(row)) or row)(x)
+    assert seen == [True]
+
+
+def test_in_book_build_reads_the_environment(monkeypatch):
+    from ccmc_lite.core import in_book_build
+    from ccmc_lite.core.gluing import BOOK_BUILD_ENV
+
+    for value, expected in (("1", True), (" 1 ", True), ("0", False), ("", False)):
+        monkeypatch.setenv(BOOK_BUILD_ENV, value)
+        assert in_book_build() is expected
+    monkeypatch.delenv(BOOK_BUILD_ENV)
+    assert in_book_build() is False
+
+
+def test_check_numbers_bool_callable_instance_elements():
+    from ccmc_lite.core import (
+        check_bool,
+        check_callable,
+        check_elements,
+        check_instance,
+        check_numbers,
+    )
+
+    assert check_numbers("lr", [1, 0.5]) == (1.0, 0.5)
+    assert check_numbers("lr", np.array([2.0]), 1) == (2.0,)
+    with pytest.raises(ValueError, match="lr"):
+        check_numbers("lr", [1.0, 0.0])  # positive by default
+    assert check_numbers("w", [0.0], minimum=0.0, open_lower=False) == (0.0,)
+    with pytest.raises(ValueError, match="lr"):
+        check_numbers("lr", [1.0], 2)
+    with pytest.raises((TypeError, ValueError), match="lr"):
+        check_numbers("lr", "1.0")
+    assert check_bool("flag", np.bool_(True)) is True
+    with pytest.raises(TypeError, match="flag must be True or False; got 1"):
+        check_bool("flag", 1)
+    assert check_callable("fn", len) is len
+    with pytest.raises(TypeError, match="fn must be callable; got int"):
+        check_callable("fn", 3)
+    assert check_instance("x", 3, (int, float)) == 3
+    with pytest.raises(TypeError, match="x must be a int or float; got str"):
+        check_instance("x", "3", (int, float))
+    assert check_elements("n * T", 10, limit=10) == 10
+    with pytest.raises(ValueError, match=r"n \* T = 11 entries exceeds the limit 10"):
+        check_elements("n * T", 11, limit=10)
+    assert check_elements("n * T", 11, limit=10, allow_large=True) == 11
+
+
+def test_check_model_tokens_and_prompt_tokens():
+    from ccmc_lite.ccmc import check_prompt_tokens
+    from ccmc_lite.core import check_model_tokens
+    from ccmc_lite.markov import MarkovTransformer
+
+    m = MarkovTransformer(K=2, d=2, N=4)
+    x = check_model_tokens("x", [[0, 1, 1]], m)
+    assert x.dtype == torch.long and x.tolist() == [[0, 1, 1]]
+    check_model_tokens("x", [[0, 1, 1, 0, 1]], m, extra=1)  # N + 1 with the target token
+    with pytest.raises(ValueError, match="x has 5 positions but the model takes at most 4"):
+        check_model_tokens("x", [[0, 1, 1, 0, 1]], m)
+    with pytest.raises(ValueError, match="x"):
+        check_model_tokens("x", [[0, 2]], m)  # token 2 with K = 2
+    with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
+        check_model_tokens("x", [[0]], "model")
+    assert check_prompt_tokens("X", [2, 0], K=3).tolist() == [2, 0]
+    with pytest.raises(ValueError, match="X must not be empty"):
+        check_prompt_tokens("X", [], K=3)
+    with pytest.raises(ValueError, match="X"):
+        check_prompt_tokens("X", [3], K=3)

@@ -31,7 +31,7 @@ from ..core.validation import (
     check_size,
 )
 from .data import NGramTask, log_uniform, sample_urn
-from .estimators import cross_entropy, kgram_estimator
+from .estimators import estimator_losses
 from .landscape import next_token_loss
 
 if TYPE_CHECKING:
@@ -214,12 +214,9 @@ def kgram_levels(
     test set (the dashed lines of Varre et al. 2025, Figs. 1 and 3a).
     """
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
-    levels = {"uniform": log_uniform(S)}
     y = check_prob_vector("target", target, atol=1e-4)
-    for k in ks:
-        pred = kgram_estimator(tokens, S, int(k), smoothing=smoothing)
-        levels[f"{int(k)}-gram"] = float(cross_entropy(pred, y).mean())
-    return levels
+    losses = estimator_losses(tokens, y, S, ks, smoothing=smoothing)
+    return {"uniform": log_uniform(S), **{f"{k}-gram": loss for k, loss in losses.items()}}
 
 
 def plot_attention_maps(
