@@ -346,3 +346,19 @@ def test_prompt_statistics_and_with_weights():
     with pytest.raises(ValueError, match="non-negative"):
         data.with_weights([-1.0])
     assert data.with_weights(np.array([[2.0], [3.0]])).batch_shape == (2,)
+
+
+def test_undefined_transitions_raise_instead_of_nan():
+    """A prompt whose key tokens j all have P[x_L, j] = 0 has no CCMC transition (Def. 2.1):
+    every function that normalises by that mass says so instead of returning NaN."""
+    from ccmc_lite.ccmc import random_chain, zero_diagonal
+
+    P = zero_diagonal(random_chain(3, seed=0))
+    with pytest.raises(ValueError, match="undefined"):
+        ccmc_distribution(P, [0, 0])
+    with pytest.raises(ValueError, match="data row 0 has positive weight"):
+        log_likelihood(P, prompt_data([[0, 0], [0, 1]], [0, 1], 3))
+    with pytest.raises(ValueError, match=r"undefined.*prompt 0"):
+        positional_ccmc_distribution(P, [0, 0], torch.ones(2), torch.ones(3), torch.ones(2, 3))
+    # a next token of probability zero under a defined transition is -inf, as documented
+    assert float(log_likelihood(P, prompt_data([[0, 1]], [1], 3))) == float("-inf")

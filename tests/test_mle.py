@@ -292,3 +292,23 @@ def test_mle_exists_on_population_and_samples():
     assert not bool(ex_small.all()) and bool(ex_large.all())
     fit = fit_newton(small, E, max_iter=30)
     assert not bool((fit.converged & ~ex_small).any())
+
+
+def test_fit_gd_checks_its_embeddings_and_start_and_keeps_w_in_s_e():
+    E, _W, P, prompts = problem(K=3, d=4)
+    pop = population_data(P, prompts)
+    for call in (
+        lambda: fit_gd(pop, torch.eye(4), steps=5),
+        lambda: gd_step_size(pop, torch.eye(4)),
+        lambda: fit_newton(pop, torch.eye(4)),
+    ):
+        with pytest.raises(ValueError, match="E must have K=3 rows to match the data; got 4"):
+            call()
+    with pytest.raises(ValueError, match=r"W0 must have shape \(4, 4\); got \(3,\)"):
+        fit_gd(pop, E, steps=3, W0=torch.ones(3))
+    # a start outside S_E: the fit is the same as from its projection, and stays in S_E
+    fit = fit_gd(pop, E, steps=3, W0=torch.eye(4))
+    torch.testing.assert_close(fit.W, project_onto_subspace(fit.W, E))
+    torch.testing.assert_close(
+        fit.W, fit_gd(pop, E, steps=3, W0=project_onto_subspace(torch.eye(4), E)).W
+    )

@@ -228,3 +228,51 @@ def test_check_model_tokens_and_prompt_tokens():
         check_prompt_tokens("X", [], K=3)
     with pytest.raises(ValueError, match="X"):
         check_prompt_tokens("X", [3], K=3)
+
+
+def test_large_allocations_are_refused_before_they_start():
+    from ccmc_lite import ngram
+
+    task = ngram.NGramTask(S=3, n=3, T=10)
+    with pytest.raises(ValueError, match=r"prod\(shape\) \* S = 40000000000 entries"):
+        ngram.dirichlet(0.5, (10**5, 10**5), 4, seed=0)
+    with pytest.raises(ValueError, match=r"prod\(shape\) \* T = 100000000000 entries"):
+        ngram.sample_urn(task, (10**5, 10**5), seed=0)
+    with pytest.raises(ValueError, match=r"prod\(shape\) \* S"):
+        ngram.sample_transitions(ngram.NGramTask(S=100, n=4, T=4), (10**4,), seed=0)
+    with pytest.raises(ValueError, match=r"min\(chunk, sequences\) \* T \* T"):
+        ngram.kgram_estimator(torch.zeros(1, 200_000, dtype=torch.long), 2, 2, positions="all")
+
+
+def test_mismatched_shapes_get_named_errors():
+    from ccmc_lite import ccmc, markov, ngram
+
+    m = markov.MarkovTransformer(K=2, d=2, N=4)
+    with pytest.raises(ValueError, match=r"P must be 2 x 2 for a model with K=2; got \(3, 3\)"):
+        markov.kernel_loss(m, torch.zeros(2, 4, dtype=torch.long), markov.symmetric_kernel(3, 0.3))
+    P = markov.binary_kernel(0.2, 0.3)
+    with pytest.raises(ValueError, match=r"init must have shape \(2,\).*got \(2, 2\)"):
+        markov.sample_chains(P, 2, 3, seed=0, init=[[0.5, 0.5], [1.0, 0.0]])
+    Ps = torch.stack([P, P])  # one law per kernel is allowed with several kernels
+    assert markov.sample_chains(Ps, 2, 3, seed=0, init=[[0.5, 0.5], [1.0, 0.0]]).shape == (2, 2, 3)
+    with pytest.raises(ValueError, match=r"query must have one token per count vector"):
+        ccmc.ccmc_distribution_from_counts(torch.eye(3), [[1, 1, 0]] * 2, [0, 1, 2])
+    model = ngram.SimplifiedTransformer(5, 8, 2)
+    x = torch.zeros(2, 8, dtype=torch.long)
+    assert model(x, torch.tensor([3, 7])).shape == (2, 5)
+    with pytest.raises(ValueError, match=r"query_pos must give one position per sequence"):
+        model(x, torch.tensor([7]))
+    with pytest.raises(ValueError, match=r"query_pos must lie in \[0, 7\].*got 0\.\.8"):
+        model(x, torch.tensor([0, 8]))
+    with pytest.raises(TypeError, match="query_pos must hold integer positions"):
+        model(x, torch.tensor([1.0, 2.0]))
+
+
+def test_coarse_statistics_are_renumbered_not_sized_by_their_largest_id():
+    from ccmc_lite.lens import coarse_predictor, conditional_entropy
+
+    J = torch.tensor([[0.25, 0.25], [0.5, 0.0]], dtype=torch.float64)
+    assert float(conditional_entropy([[0.5, 0.5]], [10**10])) == pytest.approx(np.log(2))
+    torch.testing.assert_close(coarse_predictor(J, [7, 3]), coarse_predictor(J, [1, 0]))
+    with pytest.raises(ValueError, match=r"non-negative entries .*got -0\.1 at \(0, 1\)"):
+        conditional_entropy([[0.6, -0.1], [0.5, 0.0]])

@@ -340,8 +340,13 @@ def ccmc_distribution_from_counts(P: Any, counts: Any, query: Any) -> torch.Tens
     if counts.ndim == 0 or counts.shape[-1] != K:
         raise ValueError(f"counts must have shape (..., {K}); got {tuple(counts.shape)}")
     if bool((counts < 0).any()):
-        raise ValueError("counts must be non-negative")
+        raise ValueError(f"counts must be non-negative; got {float(counts.min()):.6g}")
     query = check_tokens("query", query, K, allow_empty=True)
+    if tuple(query.shape) != tuple(counts.shape[:-1]):
+        raise ValueError(
+            f"query must have one token per count vector, shape {tuple(counts.shape[:-1])}; "
+            f"got {tuple(query.shape)}"
+        )
     if P.ndim == 2:
         rows = P[query]  # (..., K)
     else:
@@ -452,8 +457,14 @@ def positional_ccmc_distribution(P: Any, X: Any, a: Any, b: Any, V: Any) -> torc
     pos_w = a[None, :] * V[:, q].T  # (B, L): a_i V[i, x_L]
     onehot = torch.nn.functional.one_hot(X2, K).double()  # (B, L, K)
     mass = torch.einsum("bl,blk->bk", pos_w, onehot)  # (B, K)
-    num = b[None, :] * P[q] * mass
-    pi = num / num.sum(-1, keepdim=True)
+    num = b[None, :] * P[q] * mass  # (B, K)
+    den = num.sum(-1, keepdim=True)
+    if bool((den <= 0).any()):
+        raise ValueError(
+            "the CCMC transition is undefined for a prompt whose key tokens j all have "
+            f"P[x_L, j] = 0: prompt {int((den[:, 0] <= 0).nonzero()[0])}"
+        )
+    pi = num / den
     return pi[0] if single else pi
 
 
@@ -1006,7 +1017,16 @@ def log_likelihood(P: Any, data: PromptData, *, average: bool = False) -> torch.
         raise ValueError(f"P must be {data.K} x {data.K} to match the data; got {tuple(P.shape)}")
     rows = _rows(P, data.query)  # (..., N, K)
     num = data.counts * rows
+    den = num.sum(-1)  # (..., N)
+    undefined = (data.weights > 0) & (den <= 0)
+    if bool(undefined.any()):
+        where = undefined.nonzero()[0].tolist()  # (run axes..., row)
+        run = f" of run {tuple(where[:-1])}" if len(where) > 1 else ""
+        raise ValueError(
+            "the CCMC transition is undefined for a prompt whose key tokens j all have "
+            f"P[x_L, j] = 0: data row {where[-1]}{run} has positive weight"
+        )
     py = torch.gather(num, -1, data.y[..., None].expand(*num.shape[:-1], 1)).squeeze(-1)
-    logp = torch.log(py) - torch.log(num.sum(-1))
+    logp = torch.log(py) - torch.log(den)
     ll = torch.where(data.weights > 0, data.weights * logp, torch.zeros_like(logp)).sum(-1)
     return ll / data.weights.sum(-1) if average else ll

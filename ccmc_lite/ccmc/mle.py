@@ -53,6 +53,7 @@ from ..core.validation import (
 )
 from .attention import (
     check_embeddings,
+    project_onto_subspace,
     subspace_basis,
     transition_from_weights,
     weights_from_logits,
@@ -91,6 +92,15 @@ def _check_data(data: Any) -> PromptData:
     if not isinstance(data, PromptData):
         raise TypeError(f"data must be a PromptData; got {type(data).__name__}")
     return data
+
+
+def _check_problem(data: Any, E: Any) -> tuple[PromptData, torch.Tensor]:
+    """The data set and embeddings ``(K, d)`` with one row per token of the data."""
+    data = _check_data(data)
+    E = check_embeddings(E)
+    if E.shape[0] != data.K:
+        raise ValueError(f"E must have K={data.K} rows to match the data; got {E.shape[0]}")
+    return data, E
 
 
 def _logits(W: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
@@ -206,10 +216,7 @@ def nll(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     Tensor
         ``(...)`` mean negative log-likelihood per run (nats).
     """
-    data = _check_data(data)
-    E = check_embeddings(E)
-    if E.shape[0] != data.K:
-        raise ValueError(f"E must have K={data.K} rows to match the data; got {E.shape[0]}")
+    data, E = _check_problem(data, E)
     W = as_tensor("W", W, dtype=torch.float64)
     d = E.shape[1]
     if W.ndim < 2 or W.shape[-2:] != (d, d):
@@ -391,8 +398,7 @@ def gd_step_size(data: PromptData, E: Any) -> float:
     float
         ``1 / L`` (the largest over runs is not taken: the bound holds for every run).
     """
-    data = _check_data(data)
-    E = check_embeddings(E)
+    data, E = _check_problem(data, E)
     w = data.weights / data.weights.sum(-1, keepdim=True)
     Q = torch.nn.functional.one_hot(data.query, data.K).double().expand(*w.shape, data.K)
     share = (Q * w[..., None]).sum(-2).max()
@@ -585,8 +591,7 @@ def fit_gd(
     -------
     FitResult
     """
-    data = _check_data(data)
-    E = check_embeddings(E)
+    data, E = _check_problem(data, E)
     steps = check_size("steps", steps)
     tol = check_float("tol", tol, minimum=0.0)
     lr = gd_step_size(data, E) if lr is None else check_float("lr", lr, minimum=0, open_lower=True)
@@ -594,7 +599,14 @@ def fit_gd(
     batch = data.batch_shape
     W = torch.zeros(*batch, d, d, dtype=torch.float64)
     if W0 is not None:
-        W = W + as_tensor("W0", W0, dtype=torch.float64)
+        W0 = as_tensor("W0", W0, dtype=torch.float64)
+        allowed = {(d, d), (*batch, d, d)}  # one start for all runs, or one per run
+        if tuple(W0.shape) not in allowed:
+            want = " or ".join(str(shape) for shape in sorted(allowed, key=len))
+            raise ValueError(f"W0 must have shape {want}; got {tuple(W0.shape)}")
+        # the part of W0 outside S_E changes no logit (Lemma 2.5) and gradient descent never
+        # moves it, so start from the projection: the result stays in S_E
+        W = W + project_onto_subspace(W0, E)
     start = time.perf_counter()
     loss_hist = torch.full((*batch, steps + 1), float("nan"), dtype=torch.float64)
     grad_hist = torch.full_like(loss_hist, float("nan"))
@@ -650,10 +662,7 @@ def fit_newton(
         ``W`` is mapped back to :math:`\\mathcal S_E`
         (:func:`ccmc_lite.ccmc.weights_from_logits`).
     """
-    data = _check_data(data)
-    E = check_embeddings(E)
-    if E.shape[0] != data.K:
-        raise ValueError(f"E must have K={data.K} rows to match the data; got {E.shape[0]}")
+    data, E = _check_problem(data, E)
     tol = check_float("tol", tol, minimum=0.0, open_lower=True)
     max_iter = check_size("max_iter", max_iter)
     armijo = check_float("armijo", armijo, minimum=0.0, maximum=0.5, open_lower=True)
@@ -786,8 +795,7 @@ def gd_with_trainer(
     TrainResult
         ``params["W"]`` is ``(R, d, d)``; ``loss`` and ``grad_norm`` are ``(R, steps)``.
     """
-    data = _check_data(data)
-    E = check_embeddings(E)
+    data, E = _check_problem(data, E)
     seed = check_seed(seed)
     batch = data.batch_shape
     if len(batch) > 1:

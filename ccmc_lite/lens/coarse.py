@@ -37,7 +37,11 @@ def _check_joint(joint: Any) -> torch.Tensor:
     if J.shape[0] == 0 or J.shape[1] == 0:
         raise ValueError(f"joint must be non-empty; got shape {tuple(J.shape)}")
     if bool((J < 0).any()):
-        raise ValueError("joint must have non-negative entries (probabilities)")
+        worst = int(J.argmin())
+        raise ValueError(
+            "joint must have non-negative entries (probabilities); got "
+            f"{float(J.flatten()[worst]):.6g} at {divmod(worst, J.shape[1])}"
+        )
     total = float(J.sum())
     if abs(total - 1.0) > 1e-6:
         raise ValueError(f"joint must sum to 1 over contexts and next tokens; sums to {total:.6g}")
@@ -53,8 +57,8 @@ def _check_groups(groups: Any, n_contexts: int) -> torch.Tensor:
             f"groups must give one statistic value per context ({n_contexts}); got {g.shape[0]}"
         )
     if bool((g < 0).any()):
-        raise ValueError("groups must hold non-negative statistic ids")
-    return g
+        raise ValueError(f"groups must hold non-negative statistic ids; got {int(g.min())}")
+    return torch.unique(g, return_inverse=True)[1]  # ids 0..G-1: tables sized by G, not max id
 
 
 def _group_joint(J: torch.Tensor, g: torch.Tensor) -> torch.Tensor:

@@ -177,8 +177,12 @@ def _initial_states(
         mu = stationary_distribution(P) if init == "stationary" else torch.full((K,), 1.0 / K)
     else:
         mu = check_prob_vector("init", init)
-        if mu.shape[-1] != K:
-            raise ValueError(f"init must have {K} entries (one per state); got {mu.shape[-1]}")
+        if mu.shape[-1] != K or mu.shape[:-1] not in ((), P.shape[:-2]):
+            want = f"({K},)" + (f" or {(*P.shape[:-2], K)}" if P.ndim > 2 else "")
+            raise ValueError(
+                f"init must have shape {want}: one law for all kernels or one per kernel; "
+                f"got {tuple(mu.shape)}"
+            )
     mu = mu.to(dtype=torch.float64, device=P.device)
     if mu.shape[:-1] != P.shape[:-2]:
         mu = mu.expand(*P.shape[:-2], K)  # one law shared by all kernels

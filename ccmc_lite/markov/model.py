@@ -426,9 +426,19 @@ def kernel_loss(
     check_callable("model", model)
     P = check_stochastic_matrix("P", P)
     if isinstance(model, MarkovTransformer):
+        if P.shape[-1] != model.K:
+            raise ValueError(
+                f"P must be {model.K} x {model.K} for a model with K={model.K}; "
+                f"got {tuple(P.shape)}"
+            )
         x = check_model_tokens("x", x, model, ndim=(1, 2, 3))
     else:
         x = check_tokens("x", x, P.shape[-1], ndim=(1, 2, 3))
     logp = model(x)  # (B, N, K)
+    if logp.shape[-1] != P.shape[-1]:
+        raise ValueError(
+            f"model must return log-probabilities over the {P.shape[-1]} states of P; "
+            f"got shape {tuple(logp.shape)}"
+        )
     rows = P.to(logp.dtype)[x]  # (B, N, K): P(x_{n+1} = . | x_n)
     return -(rows * logp).sum(-1).mean()

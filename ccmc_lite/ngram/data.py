@@ -42,6 +42,7 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_choice,
+    check_elements,
     check_float,
     check_int,
     check_prob_vector,
@@ -191,6 +192,7 @@ def dirichlet(
     else:
         a = torch.tensor(_check_alpha(alpha), dtype=dtype)
     shape = tuple(check_size("shape entry", s, minimum=0) for s in shape)
+    check_elements("prod(shape) * S", math.prod(shape) * S)  # before any gamma variate
     a = torch.broadcast_to(a.reshape((*a.shape, 1)), (*shape, S))  # (*shape, S)
     return torch.softmax(_log_gamma(a, gen), dim=-1)
 
@@ -544,6 +546,8 @@ def sample_urn(
     T = task.T if T is None else _check_T(T, task.n)
     S, m = task.S, task.n - 1
     N = math.prod(shape)
+    check_elements("prod(shape) * T", N * T)  # the tokens and their uniforms
+    check_elements("prod(shape) * S", N * S)  # the posterior rows
     one_alpha = None  # the concentration when all sequences share it (a faster add)
     if alpha is None:
         a = torch.full((N,), task.alpha, dtype=torch.float32)

@@ -35,6 +35,7 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_choice,
+    check_elements,
     check_float,
     check_int,
     check_numbers,
@@ -129,6 +130,9 @@ def subset_counts(
     chunk = check_int("chunk", chunk, minimum=1)
     batch, T = x.shape[:-1], x.shape[-1]
     flat = x.reshape(-1, T)
+    check_elements("sequences * T * S (one-hot tokens)", flat.shape[0] * T * S)
+    if positions == "all":
+        check_elements("min(chunk, sequences) * T * T (matches)", min(chunk, flat.shape[0]) * T * T)
     onehot = torch.nn.functional.one_hot(flat, S).to(torch.float64)  # (N, T, S)
     code = _codes_with_virtual_end(flat, S, offs)  # (N, T+1)
     first = max(offs) if offs else 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -89,6 +90,27 @@ def _by_lookup(tokens: torch.Tensor) -> bool:
 def _orthonormal_embedding(S: int, d: int) -> torch.Tensor:
     """Rows ``s_0..s_{S-1}``: the first ``S`` standard basis vectors of R^d (one-hot)."""
     return torch.eye(d)[:S].clone()
+
+
+def _check_query_pos(query_pos: Any, tokens: torch.Tensor) -> torch.Tensor:
+    """Query positions ``(B,)``: integers in ``[0, T')`` for tokens ``(B, T')``."""
+    if not isinstance(query_pos, torch.Tensor):
+        query_pos = torch.as_tensor(query_pos)
+    dtype = query_pos.dtype
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        raise TypeError(f"query_pos must hold integer positions; got dtype {dtype}")
+    B, Tq = tokens.shape
+    if query_pos.numel() != B:
+        raise ValueError(
+            f"query_pos must give one position per sequence, shape ({B},); "
+            f"got {tuple(query_pos.shape)}"
+        )
+    if not is_traced(query_pos) and bool(((query_pos < 0) | (query_pos >= Tq)).any()):
+        raise ValueError(
+            f"query_pos must lie in [0, {Tq - 1}] for sequences of {Tq} tokens; got "
+            f"{int(query_pos.min())}..{int(query_pos.max())}"
+        )
+    return query_pos.long()
 
 
 class SimplifiedTransformer(nn.Module):
@@ -173,6 +195,8 @@ class SimplifiedTransformer(nn.Module):
             queries = r1 @ self.Q2.T  # (B, T', D)
             att = causal_softmax(queries @ keys.transpose(-1, -2))  # (B, T', T')
             return (att @ self.embed(tokens))[..., : self.S]  # (B, T', S)
+        if query_pos is not None:
+            query_pos = _check_query_pos(query_pos, tokens)
         return self._last_query(tokens, query_pos)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
