@@ -3,8 +3,9 @@
 Every public callable gets one *valid* call (:data:`TABLE`); every argument of that call has a
 *kind* (size, seed, probability, stochastic matrix, tokens, ...) and each kind has a list of
 bad values (:func:`bad_values`: wrong type, NaN/inf, negative, zero, out-of-range tokens,
-non-stochastic matrices, wrong shapes, huge sizes, bool-as-int, empty arrays). The harness
-replaces one argument at a time by a bad value and classifies what the call did:
+non-stochastic matrices, wrong shapes, huge sizes and shape products, bool-as-int, empty
+arrays). The harness replaces one argument at a time by a bad value and classifies what the
+call did:
 
 ``ok``        raised ``ValueError``/``TypeError`` naming the argument, quickly;
 ``silent``    returned a value (a silent wrong answer);
@@ -210,6 +211,12 @@ def bad_values(arg: A) -> Iterator[tuple[str, Any]]:
             yield "one short", x[:-1]
         else:
             yield "empty", x[:0]
+    elif k == "shape":  # a tuple of sizes
+        yield from common
+        yield "int", 3
+        yield "negative entry", (-1,)
+        yield "float entry", (2.5,)
+        yield "huge product", (10**5, 10**5)  # each size allowed, their product is not
     elif k == "choice":
         yield "bogus", "bogus-choice"
         yield "int", 3
@@ -318,6 +325,7 @@ def build_table() -> list[Entry]:
     add(E("core.check_size", a("v"), a(3, "int"), limit=a(10, "int", huge=False, none_ok=True)))
     add(E("core.check_elements", a("v"), a(10**12, "fixed"), label="bad only"))
     add(E("core.check_power", a("v"), a(3), a(40), label="bad only"))
+    add(E("core.check_shape", a("v"), a((2, 3), "shape")))
     add(E("core.check_instance", a("v"), a(3), a(int)))
     add(E("core.check_callable", a("v"), a(len)))
     hist = torch.tensor([1.0, 0.5, 0.4], dtype=torch.float64)
@@ -939,7 +947,7 @@ def build_table() -> list[Entry]:
         E(
             "ngram.dirichlet",
             a(0.5, "pos", "alpha"),
-            a((2,)),
+            a((2,), "shape"),
             a(3, "int", min=2),
             seed=a(0, "seed", none_ok=True),
         )
@@ -971,11 +979,18 @@ def build_table() -> list[Entry]:
         E(
             "ngram.sample_transitions",
             a(task, "obj", "task"),
-            a((2,)),
+            a((2,), "shape"),
             seed=a(0, "seed", none_ok=True),
         )
     )
-    add(E("ngram.sample_urn", a(task, "obj", "task"), a((2,)), seed=a(0, "seed", none_ok=True)))
+    add(
+        E(
+            "ngram.sample_urn",
+            a(task, "obj", "task"),
+            a((2,), "shape"),
+            seed=a(0, "seed", none_ok=True),
+        )
+    )
     add(E("ngram.suffix_conditional", a(tokP, "stoch", "P"), a(1, "int"), a(4, "int")))
     add(
         E(

@@ -38,6 +38,7 @@ __all__ = [
     "check_prob_vector",
     "check_probability",
     "check_seed",
+    "check_shape",
     "check_size",
     "check_stochastic_matrix",
     "check_tokens",
@@ -164,6 +165,19 @@ def check_elements(
     if not allow_large and count > limit:
         raise ValueError(f"{name} = {count} entries exceeds the limit {limit}{hint}")
     return count
+
+
+def check_shape(
+    name: str, value: Any, *, minimum: int = 1, per_entry: int = 1, limit: int | None = None
+) -> tuple[int, ...]:
+    """Check a shape: a tuple (or list) of sizes, each at least ``minimum``, whose product times
+    ``per_entry`` (the entries each index holds, e.g. ``S`` probabilities) is at most ``limit``
+    (default ``DEFAULT_LIMITS["elements"]``): refused before anything is allocated."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of sizes; got {_show(value)}")
+    shape = tuple(check_size(f"{name} entry", s, minimum=minimum) for s in value)
+    check_elements(f"prod({name}) * {per_entry}", math.prod(shape) * per_entry, limit=limit)
+    return shape
 
 
 def check_power(name: str, base: int, exponent: int, *, limit: int | None = None) -> int:

@@ -42,10 +42,10 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_choice,
-    check_elements,
     check_float,
     check_int,
     check_prob_vector,
+    check_shape,
     check_size,
     check_tokens,
 )
@@ -191,8 +191,7 @@ def dirichlet(
             raise ValueError("alpha must be > 0 and finite everywhere")
     else:
         a = torch.tensor(_check_alpha(alpha), dtype=dtype)
-    shape = tuple(check_size("shape entry", s, minimum=0) for s in shape)
-    check_elements("prod(shape) * S", math.prod(shape) * S)  # before any gamma variate
+    shape = check_shape("shape", shape, minimum=0, per_entry=S)  # before any gamma variate
     a = torch.broadcast_to(a.reshape((*a.shape, 1)), (*shape, S))  # (*shape, S)
     return torch.softmax(_log_gamma(a, gen), dim=-1)
 
@@ -239,6 +238,7 @@ def sample_transitions(
     """
     if not isinstance(task, NGramTask):
         raise TypeError(f"task must be an NGramTask; got {type(task).__name__}")
+    batch_shape = check_shape("batch_shape", batch_shape, minimum=0, per_entry=task.S**task.n)
     a = task.alpha if alpha is None else alpha
     rows = dirichlet(
         a, (*batch_shape, task.n_histories), task.S, generator=generator, seed=seed
@@ -542,12 +542,10 @@ def sample_urn(
     if task.start != "uniform":
         raise ValueError(f"sample_urn needs task.start='uniform'; got {task.start!r}")
     gen = _generator(generator, seed)
-    shape = tuple(check_size("shape entry", s, minimum=1) for s in shape)
     T = task.T if T is None else _check_T(T, task.n)
     S, m = task.S, task.n - 1
+    shape = check_shape("shape", shape, per_entry=max(T, S))  # tokens, uniforms, posteriors
     N = math.prod(shape)
-    check_elements("prod(shape) * T", N * T)  # the tokens and their uniforms
-    check_elements("prod(shape) * S", N * S)  # the posterior rows
     one_alpha = None  # the concentration when all sequences share it (a faster add)
     if alpha is None:
         a = torch.full((N,), task.alpha, dtype=torch.float32)
