@@ -404,7 +404,7 @@ def _floor(S: int, alpha: float) -> float:
 def check_entropy_floor(
     my_floor: Any, *, S: Any = 3, alpha: Any = 1.0, seed: int = 0, quiet: bool = False
 ) -> CheckResult:
-    """Check the exercise "Derive the floor of this setting" (Part III, Chapter 4).
+    """Check the exercise "Derive the Dirichlet-row entropy of this setting" (Part III, Chapter 4).
 
     ``my_floor`` is the learner's value of the mean entropy of a Dirichlet(α·1_S) row,
     ``ψ(Sα+1) − ψ(α+1)`` nats (the loss floor of Varre et al. 2025, Sec. 5, derived in
