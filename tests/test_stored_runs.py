@@ -222,7 +222,7 @@ def test_plateau_task_reads_attention_up_to_each_runs_length():
     w0 = a.arrays["offset_weight"][:, 0, 0, 0]
     expected = [np.mean([1 / (t + 1) for t in range(1, L - 1)]) for L in (4, 8, 8)]
     np.testing.assert_allclose(w0, expected, rtol=1e-6)  # float32 softmax
-    # the prefix reproduces the head of the full run, and sharding changes no run
+    # the prefix reproduces the head of the full run
     prefix = run_sweep(Sweep("pl", sweep.task, {**TINY_PL, "stop_after": 3}, PL_RUNS, 3))
     np.testing.assert_array_equal(
         prefix.arrays["train_loss_head"], a.arrays["train_loss_head"][:, :3]

@@ -28,6 +28,7 @@ def test_in_process_result_has_one_row_per_run_in_sweep_order(in_process):
     assert in_process.arrays["test_loss"].shape == (5, 3)  # checkpoints 0, 2, 4
     assert in_process.shared["eval_steps"] == [0, 2, 4]
     assert len(in_process.shard_seconds) == 3
+    assert in_process.shard_runs == [2, 2, 1]  # the layout the runs' data streams depend on
     # each run's reference levels belong to its own kernel, in sweep order
     for r, run in enumerate(RUNS):
         p, q = run["p"], run["q"]
@@ -102,6 +103,8 @@ def test_stored_round_trip(tmp_path, in_process):
     assert blob["provenance"]["command"] == "pytest"
     assert blob["provenance"]["package_version"]
     assert in_process.device == blob["provenance"]["device"] == "cpu"
+    assert blob["provenance"]["shard_runs"] == [2, 2, 1]
+    assert blob["provenance"]["torch_threads"] == torch.get_num_threads()
     stored = load_stored("tiny", path=path)
     for key, value in in_process.arrays.items():
         np.testing.assert_array_equal(stored.arrays[key], value, err_msg=key)

@@ -403,3 +403,35 @@ def test_map_runs_evaluates_every_run_like_its_own_module(both):
         over_runs(lambda: None, loss_fn)
     with pytest.raises(TypeError, match="fn must be callable"):
         over_runs(TiedMLP(), 3)
+
+
+def test_randomness_inside_a_model_is_seeded_and_the_global_state_restored():
+    """Dropout draws from torch's global generator: seeded by the training seed, so the same
+    seed gives the same numbers whatever the caller did before, and left as it was."""
+
+    class Dropped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(self.drop(x))
+
+    def batch(step, runs, g):
+        return torch.randn(len(runs), 8, 4, generator=g)
+
+    def loss(m, b):
+        return (m(b) ** 2).mean()
+
+    cfg = TrainConfig(steps=3, lr=1e-2)
+    for batched in (True, False):
+        losses = []
+        for disturb in (1, 7):
+            torch.randn(disturb)  # a different global state before each call
+            before = torch.get_rng_state().clone()
+            res = train_runs(Dropped, loss, batch, n_runs=2, config=cfg, seed=5,
+                             batched=batched, progress=False)  # fmt: skip
+            assert torch.equal(before, torch.get_rng_state())
+            losses.append(res.loss)
+        assert torch.equal(losses[0], losses[1]), batched

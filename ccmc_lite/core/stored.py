@@ -188,6 +188,8 @@ def save_stored(result: SweepResult, path: str | os.PathLike[str], *, command: s
             "device": result.device,
             "wall_seconds": round(result.seconds, 1),
             "shard_seconds": [round(s, 1) for s in result.shard_seconds],
+            "shard_runs": list(result.shard_runs),
+            "torch_threads": torch.get_num_threads(),
             "command": command,
         },
         "arrays": _encode(result.arrays),

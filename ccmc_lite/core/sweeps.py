@@ -15,10 +15,12 @@ run, and one small settings record per run. :meth:`~ccmc_lite.core.Sweep.shards`
   (a ``LocalCluster`` on one machine, or a SLURM/PBS/Kubernetes cluster through the
   Dask ecosystem, e.g. ``dask_jobqueue.SLURMCluster``).
 
-Sharding never changes a run: run ``r`` of the sweep is initialised from
+Sharding never changes a run's initialisation: run ``r`` of the sweep is initialised from
 ``derive_seed(seed, r, 0)`` whichever shard trains it (the task passes ``first_run`` on to
-:func:`~ccmc_lite.core.train_runs`); each shard draws its training data from its own stream
-``derive_seed(seed, first_run, 1)``. The results of all shards are concatenated in sweep
+:func:`~ccmc_lite.core.train_runs`). Its training data do depend on the shard layout: each
+shard draws the data of all its runs from one stream ``derive_seed(seed, first_run, 1)``, so
+reproducing a sweep's numbers needs the same shard sizes, which :class:`SweepResult` and the
+stored files record (``shard_runs``). The results of all shards are concatenated in sweep
 order into one :class:`SweepResult`, which :mod:`~ccmc_lite.core.stored` saves.
 
 A task has the signature ``task(settings, runs, *, first_run, seed, device) -> dict``: it
@@ -242,6 +244,8 @@ class SweepResult:
         Wall time of :func:`run_sweep`.
     shard_seconds : list of float
         Time each shard took on its worker.
+    shard_runs : list of int
+        Runs in each shard, in sweep order (the layout the data streams depend on).
     device : str
         The device the shards trained on (``"cpu"``, ``"cuda:0"``, ...).
     """
@@ -252,6 +256,7 @@ class SweepResult:
     seconds: float
     shard_seconds: list[float] = field(default_factory=list)
     device: str = "cpu"
+    shard_runs: list[int] = field(default_factory=list)
 
     def select(self, **match: Any) -> np.ndarray:
         """Indices of the runs whose settings equal every ``key=value`` given."""
@@ -317,6 +322,7 @@ def run_sweep(
         seconds=seconds,
         shard_seconds=[p["seconds"] for p in parts],
         device=shards[0].device,
+        shard_runs=[len(s.runs) for s in sorted(shards, key=lambda s: s.first_run)],
     )
 
 

@@ -13,7 +13,9 @@ Each of their updates, given the optimiser's state, is the learning rate times a
 that does not depend on it, so runs with different learning rates (``lr_scale``) still share
 one program: the trainer rescales each run's update after the optimiser's step.
 ``batched=False`` trains the same runs with an ordinary loop (same initialisations), which
-the tests use to check that both paths agree and the benchmarks use as the baseline.
+the tests use to check that both paths agree and the benchmarks use as the baseline. The two
+paths seed the data differently (below), so they give the same numbers, to rounding, only for
+a ``batch_fn`` whose data depend on the run indices alone.
 
 Conventions
 -----------
@@ -24,7 +26,14 @@ Conventions
     returns the training batch for all runs in ``runs`` (a CPU ``long`` tensor of run
     indices, shape ``(R,)``, counted from ``first_run``; ``generator`` is a CPU generator,
     so the data are the same on every device): a tensor, or a tuple/dict of tensors, each
-    with leading dimension ``R``. The trainer moves the batch to the training device.
+    with leading dimension ``R``. The trainer moves the batch to the training device. The
+    batched path passes one generator for the whole program, seeded
+    ``derive_seed(seed, first_run, 1)``; the loop passes each run ``r`` its own, seeded
+    ``derive_seed(seed, r, 1)``. Data drawn from ``generator`` therefore depend on the path
+    and on how runs are split into programs (shards); their initialisations do not.
+    Randomness inside a model (dropout, noise layers) draws from torch's global generators,
+    which the trainer seeds with ``derive_seed(seed, first_run, 2)`` for the call and
+    restores afterwards: same seed, same numbers, and the caller's global state untouched.
 ``loss_fn(model, batch)``
     the loss of one run on its slice of the batch (leading ``R`` axis removed); ``model``
     is callable like the module. It must return a scalar tensor.
@@ -326,6 +335,22 @@ def _build_models(
     return models
 
 
+def _with_seeded_global_rng(seed: int, device: torch.device, fn: Callable[[], Any]) -> Any:
+    """``fn()`` with torch's global generators seeded by ``seed``, and restored afterwards.
+
+    The trainer's own randomness (data) comes from explicit generators; a model that draws
+    from the global generators while it trains (dropout, noise layers) gets a stream fixed by
+    the training seed, so the same seed gives the same numbers, and the caller's global state
+    is left as it was.
+    """
+    cuda = device.type == "cuda"
+    with torch.random.fork_rng(devices=[device.index or 0] if cuda else []):
+        torch.random.default_generator.manual_seed(seed)
+        if cuda:
+            torch.cuda.manual_seed_all(seed)
+        return fn()
+
+
 def _make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
     # foreach=True: one fused update over all tensors (the default only on CUDA); it makes
     # the per-run loop ~25% faster on the CPU, so the batched-vs-loop ratio stays honest.
@@ -533,7 +558,7 @@ def train_runs(
         n_steps,
         scales,
     )
-    out = runner(job)
+    out = _with_seeded_global_rng(derive_seed(seed, first_run, 2), dev, lambda: runner(job))
     seconds = time.perf_counter() - start
     params, buffers, loss, gnorm, evals, checkpoints = out
     return TrainResult(
