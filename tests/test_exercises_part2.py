@@ -297,13 +297,18 @@ def test_unigram_gap():
 
 
 def test_trap_curvature():
-    assert check_trap_curvature(lambda p, q: float(unigram_curvature_binary(p, q)), quiet=True)
     assert check_trap_curvature(lambda p, q: 2 * p * q / (p + q) ** 2 * (p + q - 1), quiet=True)
+    # the exercise asks for a function that also works elementwise on arrays
+    scalar_only = check_trap_curvature(
+        lambda p, q: float(unigram_curvature_binary(p, q)), quiet=True
+    )
+    assert_fails(scalar_only, "input array(3, 3)", "raised TypeError")
+    assert len(scalar_only.failures) == 1
     res = check_trap_curvature(lambda p, q: p + q - 1, quiet=True)  # forgot 2 pi0 pi1
     assert_fails(res, "input 0.5, 0.8", "expected 0.142012, returned 0.3")
     res = check_trap_curvature(lambda p, q: p * q / (p + q) ** 2 * (p + q - 1), quiet=True)
     assert_fails(res, "input 0.5, 0.8", "expected 0.142012, returned 0.0710059")
-    assert len(res.failures) == 6  # only p + q = 1 passes
+    assert len(res.failures) == 7  # only p + q = 1 passes
 
 
 def unigram_curvature_binary(p, q):

@@ -105,7 +105,9 @@ def test_package_reference_passes(checker, capsys):
 
 def test_entropy_floor_reference_value_passes(capsys):
     assert check_entropy_floor(5 / 6)
-    assert capsys.readouterr().out.strip() == "✅ entropy floor for S=3, alpha=1: all 1 case passed"
+    assert capsys.readouterr().out.strip() == (
+        "✅ mean entropy of a Dirichlet row for S=3, alpha=1: all 1 case passed"
+    )
     assert check_entropy_floor(0.8333)  # three decimals are enough
     assert check_entropy_floor(np.float64(math.fsum([1 / 2, 1 / 3, 1 / 4])), S=4, quiet=True)
     assert check_entropy_floor(torch.tensor(5 / 6), quiet=True)
@@ -118,8 +120,8 @@ def test_value_stub_is_reported_as_not_implemented(capsys):
     result = check_entropy_floor(None)
     assert not result and len(result.failures) == 1
     assert capsys.readouterr().out.strip() == (
-        "❌ entropy floor for S=3, alpha=1: not implemented yet: "
-        "set my_floor to your answer in the cell above"
+        "❌ mean entropy of a Dirichlet row for S=3, alpha=1: not implemented yet: "
+        "set my_row_entropy to your answer in the cell above"
     )
 
 
@@ -334,7 +336,7 @@ def test_forward_wrong_answers_fail_with_the_input():
 def test_entropy_floor_wrong_values_fail_with_the_setting():
     res = check_entropy_floor(math.log(3), quiet=True)  # the uniform level, not the floor
     assert not res
-    assert res.message.startswith("❌ entropy floor for S=3, alpha=1")
+    assert res.message.startswith("❌ mean entropy of a Dirichlet row for S=3, alpha=1")
     assert "expected 0.833333, got 1.09861" in res.message
     res = check_entropy_floor(1.5, quiet=True)  # psi(S alpha) - psi(alpha): off by one
     assert not res and "expected 0.833333, got 1.5" in res.message

@@ -250,7 +250,7 @@ def _hessian_cases(seed: int) -> list[tuple[Any, ...]]:
 def check_hessian_logits(
     my_hessian_logits: Any, *, seed: int = 0, quiet: bool = False
 ) -> CheckResult:
-    """Check the exercise "The Hessian of the log-likelihood" (Part I, Chapter 2).
+    """Check the exercise "The Hessian in logit coordinates" (Part I, Chapter 2).
 
     ``my_hessian_logits(Theta, prompts, weights)`` takes logits ``Theta`` (a ``(K, K)``
     float64 tensor, ``Θ[k, j] = e_jᵀ W e_k``), a list of ``n`` self-attention prompts
@@ -304,10 +304,27 @@ def _decay_cases(seed: int) -> list[tuple[Any, ...]]:
         start = torch.zeros(K, dtype=torch.float64)
         start[:3] = 1.0
         Z = zero_diagonal(P)
-        m_star = fixed_point(Z, start, steps=150, dt=0.5)
-        m_star = torch.where(m_star > 1e-12, m_star, 0.0)  # tokens that died out: exactly 0
-        cases.append((Z, m_star / m_star.sum()))
+        m_star = _converged_fixed_point(Z, start)
+        if m_star is not None:  # the exercise's formula needs m* = mu(m*) exactly
+            cases.append((Z, m_star))
     return cases
+
+
+def _converged_fixed_point(P: torch.Tensor, start: torch.Tensor) -> torch.Tensor | None:
+    """A fixed point ``m* = mu(m*)`` reached from ``start`` to 1e-13, or ``None``.
+
+    The mean-field flow first lets dying tokens fade; they are then set to exactly 0 and the
+    map ``m -> mu(m)`` is iterated on the remaining support until it stops moving.
+    """
+    m = fixed_point(P, start, steps=400, dt=0.5)
+    m = torch.where(m > 1e-6, m, 0.0)  # tokens on their way out: exactly 0
+    m = m / m.sum()
+    for _ in range(2000):
+        nxt = stationary_of_reweighted(P, m)
+        if float((nxt - m).abs().max()) < 1e-13:
+            return nxt
+        m = 0.5 * (m + nxt)
+    return None
 
 
 @function_checker(_decay_reference, _decay_cases, name="decay exponents of the losers (Lemma 5.3)")

@@ -179,8 +179,13 @@ def _compare(got: Any, expected: Any, atol: float, rtol: float) -> str | None:
     if not np.all(np.isfinite(arr)):
         return "contains NaN or inf"
     if not np.allclose(arr, exp, atol=atol, rtol=rtol):
-        worst = float(np.max(np.abs(arr - exp)))
-        return f"largest difference {worst:.3g} exceeds the tolerance (atol={atol:g})"
+        diff = np.abs(arr - exp)
+        at = np.unravel_index(int(np.argmax(diff)), diff.shape)  # the worst entry
+        where = f" at index {tuple(int(i) for i in at)}" if arr.ndim else ""
+        return (
+            f"largest difference {float(diff[at]):.3g}{where} (expected {float(exp[at]):.10g}, "
+            f"returned {float(arr[at]):.10g}) exceeds the tolerance (atol={atol:g})"
+        )
     return None
 
 

@@ -425,13 +425,22 @@ def check_unigram_gap(my_unigram_gap: Any, *, seed: int = 0, quiet: bool = False
 # ----------------------------------------------------------- chapter 5: phase diagram
 
 
-def _curvature_cases(seed: int) -> list[tuple[float, float]]:
+def _curvature_cases(seed: int) -> list[tuple[Any, Any]]:
     p_r, q_r = (float(v) for v in np.random.default_rng(_seed(seed, 11)).uniform(0.05, 0.95, 2))
-    return [(0.5, 0.8), (0.2, 0.3), (0.1, 0.85), (0.85, 0.85), (0.4, 0.6), (1e-4, 0.5), (p_r, q_r)]
+    grid = np.array([0.1, 0.4, 0.85])  # elementwise on arrays, as the next exercise uses it
+    p_g, q_g = np.meshgrid(grid, grid, indexing="ij")
+    return [(0.5, 0.8), (0.2, 0.3), (0.1, 0.85), (0.85, 0.85), (0.4, 0.6), (1e-4, 0.5), (p_r, q_r),
+            (p_g, q_g)]  # fmt: skip
+
+
+def _curvature_reference(p: Any, q: Any) -> Any:
+    one = np.vectorize(lambda a, b: float(unigram_curvature(binary_kernel(a, b))[0]))
+    out = one(p, q)
+    return float(out) if np.ndim(out) == 0 else out
 
 
 @function_checker(
-    lambda p, q: float(unigram_curvature(binary_kernel(p, q))[0]),
+    _curvature_reference,
     _curvature_cases,
     name="trap curvature 2 pi0 pi1 (p+q-1)",
     atol=1e-10,
@@ -445,7 +454,8 @@ def check_trap_curvature(
     tied loss at ``θ_π`` along a unit direction of ``e`` when all positional embeddings are
     equal: ``2 π0 π1 (p + q - 1)`` (positive: a trap). Compared with
     :func:`ccmc_lite.markov.unigram_curvature` on the Fig. 4 grid's corners and centre,
-    the line ``p + q = 1``, a tiny ``p`` and a random ``(p, q)``.
+    the line ``p + q = 1``, a tiny ``p``, a random ``(p, q)`` and, elementwise, a 3 x 3
+    meshgrid of NumPy arrays.
     """
 
 

@@ -298,7 +298,7 @@ def _plateau_cases(seed: int) -> list[Any]:
     const = np.full(60, 0.5)
     short = history([(1.0, 5), (0.2, 10)], 0.0)
     noisy = np.abs(rng.standard_normal(300)) + 0.5
-    return [
+    cases = [
         (one, loss_for(one), 20, 50),
         (two, loss_for(two), 20, 60),
         (to_end, loss_for(to_end), 20, 50),
@@ -307,6 +307,10 @@ def _plateau_cases(seed: int) -> list[Any]:
         (short, loss_for(short), 30, 3),  # history shorter than the window
         (noisy, loss_for(noisy), 25, 30),
     ]
+    # the smallest gradients come first: the threshold must ignore the first `window` steps
+    # (drawn last, so that the cases above keep their numbers)
+    early = history([(0.01, 5), (1.0, 100), (0.2, 120), (1.0, 100)], 0.05)
+    return [*cases, (early, loss_for(early), 20, 50)]
 
 
 def _plateau_reference(
@@ -399,18 +403,22 @@ def _floor(S: int, alpha: float) -> float:
 
 
 @value_checker(
-    _floor, name=lambda S, alpha: f"entropy floor for S={S}, alpha={alpha:g}", atol=5e-4, rtol=0
+    _floor,
+    name=lambda S, alpha: f"mean entropy of a Dirichlet row for S={S}, alpha={alpha:g}",
+    atol=5e-4,
+    rtol=0,
 )
 def check_entropy_floor(
-    my_floor: Any, *, S: Any = 3, alpha: Any = 1.0, seed: int = 0, quiet: bool = False
+    my_row_entropy: Any, *, S: Any = 3, alpha: Any = 1.0, seed: int = 0, quiet: bool = False
 ) -> CheckResult:
     """Check the exercise "Derive the Dirichlet-row entropy of this setting" (Part III, Chapter 4).
 
-    ``my_floor`` is the learner's value of the mean entropy of a Dirichlet(α·1_S) row,
-    ``ψ(Sα+1) − ψ(α+1)`` nats (the loss floor of Varre et al. 2025, Sec. 5, derived in
-    Chapter 1), derived by hand for the chapter's setting ``S = 3``, ``α = 1`` (or for the
-    ``S`` and ``alpha`` given here). It must agree to three decimals. Reference:
-    :func:`ccmc_lite.ngram.dirichlet_mean_entropy`.
+    ``my_row_entropy`` is the learner's value of the mean entropy of a Dirichlet(α·1_S)
+    row, ``ψ(Sα+1) − ψ(α+1)`` nats (a reference level for the loss of Varre et al. 2025,
+    Sec. 5, derived in Chapter 1; not a floor, since the row that generates the next token
+    is selected by the chain), derived by hand for the chapter's setting ``S = 3``,
+    ``α = 1`` (or for the ``S`` and ``alpha`` given here). It must agree to three decimals.
+    Reference: :func:`ccmc_lite.ngram.dirichlet_mean_entropy`.
 
     Parameters
     ----------
@@ -489,7 +497,7 @@ def _limit_reference(x: torch.Tensor, S: int, offsets: list[int]) -> torch.Tenso
 def check_construction_limit(
     my_construction_limit: Any, *, seed: int = 0, quiet: bool = False
 ) -> CheckResult:
-    """Check the exercise "What θ* computes as c → ∞" (Part III, Chapter 5).
+    """Check the exercise "What the construction computes as c → ∞" (Part III, Chapter 5).
 
     ``my_construction_limit(x, S, offsets)`` returns the ``(S,)`` output of the
     constructions θ*^k (Varre et al. 2025, eqs. (8a)–(8c), Lemma B.1) and θ*_N (App. F.2)
