@@ -272,3 +272,21 @@ def test_stationary_wrong_answers_fail_with_the_input():
     assert not res
     assert f"{FIG1}, array(3,) [2., 1., 0.]: largest difference 0.0982" in res.message
     assert "expected array(3,) [0.6796, 0.3204, 0.    ]" in res.message
+
+
+def test_decay_checker_accepts_the_stated_formula_whatever_the_seed():
+    """The exercise's formula, written from its text (alpha_j = 1 - sum_i m_i P_ij / D_i), passes
+    the checker whatever the seed: its fixed points are exact (they were not: 12 of 60 seeds
+    failed the book's own solution)."""
+    from ccmc_lite.ccmc.exercises import check_decay_exponents
+
+    def stated(P, m):
+        P, m = torch.as_tensor(P, dtype=torch.float64), torch.as_tensor(m, dtype=torch.float64)
+        S = m > 0
+        D = (m[S][None, :] * P[:, S]).sum(1)  # D_i = sum over the support of m_k P_ik
+        share = m[S][:, None] * P[S] / D[S][:, None]  # rows i in the support only
+        return torch.where(S, torch.zeros(len(m), dtype=torch.float64), 1 - share.sum(0))
+
+    seeds = (0, 10, 23, 25, 35, 50, 55)  # 0, and seeds whose cases were not exact before
+    failing = [s for s in seeds if not check_decay_exponents(stated, seed=s, quiet=True)]
+    assert failing == []
