@@ -354,11 +354,16 @@ def ccmc_distribution_from_counts(P: Any, counts: Any, query: Any) -> torch.Tens
     num = counts * rows
     den = num.sum(-1, keepdim=True)
     if bool((den <= 0).any()):
-        raise ValueError(
-            "the CCMC transition is undefined for a prompt whose key tokens j all have "
-            "P[x_L, j] = 0 (or that has no key tokens)"
-        )
+        raise _undefined_transition(" (or that has no key tokens)")
     return num / den
+
+
+def _undefined_transition(detail: str) -> ValueError:
+    """The error for a prompt whose CCMC transition (Def. 2.1) has no mass to normalise."""
+    return ValueError(
+        "the CCMC transition is undefined for a prompt whose key tokens j all have "
+        f"P[x_L, j] = 0{detail}"
+    )
 
 
 def _rows(P: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
@@ -460,10 +465,7 @@ def positional_ccmc_distribution(P: Any, X: Any, a: Any, b: Any, V: Any) -> torc
     num = b[None, :] * P[q] * mass  # (B, K)
     den = num.sum(-1, keepdim=True)
     if bool((den <= 0).any()):
-        raise ValueError(
-            "the CCMC transition is undefined for a prompt whose key tokens j all have "
-            f"P[x_L, j] = 0: prompt {int((den[:, 0] <= 0).nonzero()[0])}"
-        )
+        raise _undefined_transition(f": prompt {int((den[:, 0] <= 0).nonzero()[0])}")
     pi = num / den
     return pi[0] if single else pi
 
@@ -1022,10 +1024,7 @@ def log_likelihood(P: Any, data: PromptData, *, average: bool = False) -> torch.
     if bool(undefined.any()):
         where = undefined.nonzero()[0].tolist()  # (run axes..., row)
         run = f" of run {tuple(where[:-1])}" if len(where) > 1 else ""
-        raise ValueError(
-            "the CCMC transition is undefined for a prompt whose key tokens j all have "
-            f"P[x_L, j] = 0: data row {where[-1]}{run} has positive weight"
-        )
+        raise _undefined_transition(f": data row {where[-1]}{run} has positive weight")
     py = torch.gather(num, -1, data.y[..., None].expand(*num.shape[:-1], 1)).squeeze(-1)
     logp = torch.log(py) - torch.log(den)
     ll = torch.where(data.weights > 0, data.weights * logp, torch.zeros_like(logp)).sum(-1)

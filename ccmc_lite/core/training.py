@@ -46,11 +46,12 @@ Conventions
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -313,18 +314,10 @@ def _build_models(
     first_run: int = 0,
 ) -> list[nn.Module]:
     models = []
-    # One fork of the global generators for all runs (their states are restored after the
-    # loop). Each run seeds the CPU generator, and CUDA's where CUDA is present, directly:
-    # torch.manual_seed also seeds the lazily initialised CUDA, XPU and MTIA generators,
-    # which on a machine without them records a stack trace each time (1.2 ms per run,
-    # 60 % of building 64 small models) for generators no model here can draw from.
-    cuda = torch.cuda.is_available()
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []):
+    # one fork of the global generators for all runs (restored after the loop)
+    with _forked_global_rng() as reseed:
         for r in range(first_run, first_run + n_runs):
-            run_seed = derive_seed(seed, r, 0)
-            torch.random.default_generator.manual_seed(run_seed)
-            if cuda:
-                torch.cuda.manual_seed_all(run_seed)
+            reseed(derive_seed(seed, r, 0))
             model = make_model()
             if not isinstance(model, nn.Module):
                 raise TypeError(f"make_model must return a torch.nn.Module; got {type(model)}")
@@ -335,20 +328,27 @@ def _build_models(
     return models
 
 
-def _with_seeded_global_rng(seed: int, device: torch.device, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with torch's global generators seeded by ``seed``, and restored afterwards.
+@contextlib.contextmanager
+def _forked_global_rng() -> Iterator[Callable[[int], None]]:
+    """Fork torch's global generators (their states are restored on exit); yields ``reseed``.
 
-    The trainer's own randomness (data) comes from explicit generators; a model that draws
-    from the global generators while it trains (dropout, noise layers) gets a stream fixed by
-    the training seed, so the same seed gives the same numbers, and the caller's global state
-    is left as it was.
+    ``reseed(seed)`` seeds the CPU generator, and CUDA's where CUDA is present, directly:
+    torch.manual_seed also seeds the lazily initialised CUDA, XPU and MTIA generators, which
+    on a machine without them records a stack trace each time (1.2 ms per run, 60 % of
+    building 64 small models) for generators no model here can draw from. The trainer seeds
+    models' initialisation this way, and the randomness a model draws while it trains
+    (dropout, noise layers), so the same seed gives the same numbers and the caller's global
+    state is left as it was.
     """
-    cuda = device.type == "cuda"
-    with torch.random.fork_rng(devices=[device.index or 0] if cuda else []):
-        torch.random.default_generator.manual_seed(seed)
-        if cuda:
-            torch.cuda.manual_seed_all(seed)
-        return fn()
+    cuda = torch.cuda.is_available()
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []):
+
+        def reseed(seed: int) -> None:
+            torch.random.default_generator.manual_seed(seed)
+            if cuda:
+                torch.cuda.manual_seed_all(seed)
+
+        yield reseed
 
 
 def _make_optimizer(params: Sequence[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
@@ -558,7 +558,9 @@ def train_runs(
         n_steps,
         scales,
     )
-    out = _with_seeded_global_rng(derive_seed(seed, first_run, 2), dev, lambda: runner(job))
+    with _forked_global_rng() as reseed:
+        reseed(derive_seed(seed, first_run, 2))  # randomness drawn inside the model
+        out = runner(job)
     seconds = time.perf_counter() - start
     params, buffers, loss, gnorm, evals, checkpoints = out
     return TrainResult(
