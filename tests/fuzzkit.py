@@ -160,6 +160,8 @@ def bad_values(arg: A) -> Iterator[tuple[str, Any]]:
         yield "bool", torch.ones(K, K, dtype=torch.bool)
         if o.get("huge", False):
             yield "huge K", torch.full((3000, 3000), 1 / 3000, dtype=torch.float64)
+    elif k == "undefined":  # a valid stochastic P under which the call has no defined value
+        yield "undefined CCMC", o["P"]
     elif k == "probvec":
         x = _t(v, torch.float64)
         yield from common
@@ -499,6 +501,26 @@ def build_table() -> list[Entry]:
             a(0, "count", "query", huge=False),
         )
     )
+    # A prompt on tokens {0, 1} ending in 1, and a P with P[1, 0] = P[1, 1] = 0: the CCMC
+    # transition (Def. 2.1) has no mass to normalise, which each function must say.
+    Xu = [0, 0, 1, 1, 1]
+    Pu = torch.tensor([[1 / 3] * 3, [0.0, 0.0, 1.0], [1 / 3] * 3], dtype=torch.float64)
+    seed0 = {"seed": a(0)}
+    for name, rest, kw in (
+        ("ccmc.ccmc_distribution", [a(Xu)], {}),
+        ("ccmc.ccmc_distribution_from_counts", [a(ccmc.token_counts(Xu, 3)), a(1)], {}),
+        ("ccmc.log_likelihood", [a(ccmc.population_data(P3, [Xu, [0, 1, 2]]))], {}),
+        ("ccmc.population_data", [a([Xu, [0, 1, 2]])], {}),
+        (
+            "ccmc.positional_ccmc_distribution",
+            [a(Xu), a(torch.ones(5)), a(torch.ones(3)), a(torch.ones(5, 3))],
+            {},
+        ),
+        ("ccmc.sample_next", [a(Xu)], seed0),
+        ("ccmc.sample_trajectories", [a(Xu), a(4)], seed0),
+        ("ccmc.draw_collapse", [a(Xu), a(30)], seed0),
+    ):
+        add(E(name, a(P3, "undefined", P=Pu), *rest, label="undefined", **kw))
     add(E("ccmc.check_prompt_tokens", a("v"), a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.check_transition", a(P3, "stoch")))
     add(E("ccmc.frequencies", a(X, "tokens", K=3), a(3, "int", huge=False)))
@@ -961,6 +983,15 @@ def build_table() -> list[Entry]:
     add(E("ngram.next_token_probs", a(batch.transitions, "stoch", "P"), a(tok, "tokens", K=3)))
     add(
         E(
+            "ngram.next_token_probs",
+            a(batch.transitions[:3], "stoch", "P"),  # B = S = 3: the order must be given
+            a(tok[:3], "tokens", K=3),
+            n=a(2, "int", none_ok=True),
+            label="n",
+        )
+    )
+    add(
+        E(
             "ngram.sample_batch",
             a(task, "obj", "task"),
             a(4, "int"),
@@ -970,9 +1001,19 @@ def build_table() -> list[Entry]:
     add(
         E(
             "ngram.sample_sequences",
-            a(tokP, "stoch", "P"),
+            a(batch.transitions, "stoch", "P"),
             a(6, "int"),
             seed=a(0, "seed", none_ok=True),
+        )
+    )
+    add(
+        E(
+            "ngram.sample_sequences",
+            a(tokP, "stoch", "P"),  # (3, 3): three unigram laws, which only n = 1 says
+            a(6, "int"),
+            seed=a(0, "seed", none_ok=True),
+            n=a(1, "int", none_ok=True),
+            label="n",
         )
     )
     add(
@@ -991,7 +1032,15 @@ def build_table() -> list[Entry]:
             seed=a(0, "seed", none_ok=True),
         )
     )
-    add(E("ngram.suffix_conditional", a(tokP, "stoch", "P"), a(1, "int"), a(4, "int")))
+    add(
+        E(
+            "ngram.suffix_conditional",
+            a(batch.transitions, "stoch", "P"),
+            a(1, "int"),
+            a(4, "int"),
+            n=a(2, "int", none_ok=True),
+        )
+    )
     add(
         E(
             "ngram.bayes_predictor",

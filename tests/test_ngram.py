@@ -160,6 +160,40 @@ def test_sampling_is_reproducible():
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.transitions, b.transitions)
 
 
+def test_batch_of_S_tables_needs_the_order():
+    """(S, S) is S unigram laws or one bigram table without its batch axis: n= decides."""
+    S = 3
+    P = sample_transitions(NGramTask(S=S, n=2, T=6), (1,), seed=1)[0]  # one bigram, (3, 3)
+    for call in (
+        lambda **k: sample_sequences(P, 6, seed=0, **k),
+        lambda **k: next_token_probs(P, torch.zeros(S, 6, dtype=torch.long), **k),
+        lambda **k: suffix_conditional(P, 1, 4, **k),
+    ):
+        with pytest.raises(ValueError, match=r"ambiguous.*pass n="):
+            call()
+        with pytest.raises(ValueError, match=r"n=2 axes of size S"):
+            call(n=2)  # a bigram table needs its batch axis
+    # n = 1: three i.i.d. sequences, each from its own row
+    x, nxt = sample_sequences(P, 4000, seed=0, n=1)
+    assert x.shape == (S, 4000)
+    torch.testing.assert_close(nxt[:, 0], P)
+    freq = torch.stack([torch.bincount(r, minlength=S) for r in x]).double() / 4000
+    assert float((freq - P.double()).abs().max()) < 0.04
+    # the same table with its batch axis: order read from the shape, or given, same numbers
+    a = sample_sequences(P[None], 50, seed=2)
+    b = sample_sequences(P[None], 50, seed=2, n=2)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_sample_batch_with_batch_size_S():
+    """sample_batch passes the task's order: a batch of S tables is not ambiguous there."""
+    task = NGramTask(S=3, n=3, T=7)
+    b = sample_batch(task, 3, seed=0)
+    assert b.tokens.shape == (3, 7) and b.transitions.shape == (3, 3, 3, 3)
+    ref = next_token_probs(b.transitions, b.tokens, n=3)
+    torch.testing.assert_close(b.next_probs[:, 1:], ref[:, 1:])
+
+
 def test_tokens_follow_the_rows():
     """Empirical transition frequencies of long sequences match P (one fixed chain)."""
     task = NGramTask(S=3, n=2, T=4000)

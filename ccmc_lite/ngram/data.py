@@ -290,12 +290,33 @@ def lifted_stationary(P: torch.Tensor, S: int, n: int) -> torch.Tensor:
     return stationary_distribution(M, name="the lifted transition matrix of P")
 
 
-def _check_chains(P: Any) -> torch.Tensor:
-    """``(B, S, ..., S)`` n-gram transition tensors: every last-axis slice a distribution."""
+def _check_chains(P: Any, n: int | None = None) -> tuple[torch.Tensor, int]:
+    """``(B, S, ..., S)`` n-gram transition tensors and their order ``n`` (``n`` axes of size S).
+
+    Every last-axis slice must be a distribution. The order is ``P.ndim - 1`` (one leading
+    batch axis). When ``B == S`` the shape alone does not say whether the first axis is the
+    batch (``(S, S)``: ``S`` unigram laws, or one bigram table given without its batch
+    axis), so ``n`` must then be passed; a given ``n`` is checked against the shape.
+    """
     P = check_prob_vector("P", P, atol=1e-4, dtype=P.dtype if _is_float(P) else torch.float64)
     if P.ndim < 2 or any(s != P.shape[-1] for s in P.shape[1:]):
         raise ValueError(f"P must have shape (B, S, ..., S); got {tuple(P.shape)}")
-    return P
+    if n is None:
+        if P.shape[0] == P.shape[-1]:
+            shape = tuple(P.shape)
+            raise ValueError(
+                f"P of shape {shape} is ambiguous: a batch of {shape[0]} tables of order "
+                f"n={P.ndim - 1}, or one table of order n={P.ndim} without its batch axis; "
+                f"pass n= (the order) and, for one table, add the batch axis (P[None])"
+            )
+        return P, P.ndim - 1
+    n = _check_n(n)
+    if P.ndim != n + 1:
+        raise ValueError(
+            f"P must have shape (B, S, ..., S) with n={n} axes of size S after the batch "
+            f"axis; got shape {tuple(P.shape)} ({P.ndim - 1} axes after the first)"
+        )
+    return P, n
 
 
 def _is_float(x: Any) -> bool:
@@ -332,19 +353,22 @@ def sample_sequences(
     start: str = "uniform",
     generator: torch.Generator | None = None,
     seed: int | None = None,
+    n: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one sequence of length ``T`` from each n-gram model in ``P`` (vectorised).
 
     Parameters
     ----------
     P : Tensor
-        ``(*batch, S, ..., S)`` with ``n`` axes; the order ``n`` and ``S`` are read from it
-        (``n = P.ndim - len(batch)`` is ambiguous, so ``P`` must be ``(B, S, ..., S)``:
-        a single leading batch axis).
+        ``(B, S, ..., S)``: a single leading batch axis, then ``n`` axes of size ``S``
+        (one transition table per sequence; ``P[None]`` for a single table).
     T : int
         Sequence length, ``T >= n``.
     start : str
         ``"uniform"`` or ``"stationary"``.
+    n : int, optional
+        The order. Read from the shape (``P.ndim - 1``) when not given; required when
+        ``B == S``, where the shape alone is ambiguous.
 
     Returns
     -------
@@ -353,9 +377,8 @@ def sample_sequences(
     next_probs : Tensor
         ``(B, T, S)``, the true law of the next token after each position.
     """
-    P = _check_chains(P)
+    P, n = _check_chains(P, n)
     S = int(P.shape[-1])
-    n = P.ndim - 1
     T = _check_T(T, n)
     start = check_choice("start", start, STARTS)
     gen = _generator(generator, seed)
@@ -428,7 +451,7 @@ def sample_batch(
             raise ValueError(f"alpha must have shape ({batch_size},); got {tuple(a.shape)}")
         a = a[:, None]  # (B, 1) broadcast over histories
     P = sample_transitions(task, (batch_size,), generator=gen, alpha=a)
-    tokens, next_probs = sample_sequences(P, T, start=task.start, generator=gen)
+    tokens, next_probs = sample_sequences(P, T, start=task.start, generator=gen, n=task.n)
     return NGramBatch(tokens=tokens, next_probs=next_probs, transitions=P)
 
 
@@ -573,16 +596,18 @@ def sample_urn(
     return tokens.reshape(*shape, T), target.reshape(*shape, S)
 
 
-def next_token_probs(P: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+def next_token_probs(
+    P: torch.Tensor, tokens: torch.Tensor, *, n: int | None = None
+) -> torch.Tensor:
     """True next-token law ``P[x_{t-n+2}, ..., x_t, :]`` at every position with a full history.
 
     ``P``: ``(B, S, ..., S)``; ``tokens``: ``(B, T)``. Returns ``(B, T, S)``; positions
     without a full ``(n-1)``-history hold NaN-free uniform rows and should not be used
-    (:func:`sample_sequences` returns the exact laws there).
+    (:func:`sample_sequences` returns the exact laws there). ``n`` (the order) is read from
+    the shape unless given; it is required when ``B == S`` (see :func:`sample_sequences`).
     """
-    P = _check_chains(P)
+    P, n = _check_chains(P, n)
     S = int(P.shape[-1])
-    n = P.ndim - 1
     flat = flatten_transitions(P, S, n)  # (B, H, S)
     x = check_tokens("tokens", tokens, S, ndim=2)
     if x.shape[0] != flat.shape[0]:
@@ -594,7 +619,9 @@ def next_token_probs(P: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def suffix_conditional(P: torch.Tensor, k: int, T: int, *, start: str = "uniform") -> torch.Tensor:
+def suffix_conditional(
+    P: torch.Tensor, k: int, T: int, *, start: str = "uniform", n: int | None = None
+) -> torch.Tensor:
     """``p_τ(x_{T+1} = · | x_{T-k+2}^T)``: the law of the next token given a ``(k-1)``-suffix.
 
     This is the conditional probability that drives the gradient at the k-gram point
@@ -603,11 +630,11 @@ def suffix_conditional(P: torch.Tensor, k: int, T: int, *, start: str = "uniform
     ``start="stationary"`` it does not depend on ``T`` (Lemma H.5).
 
     Returns ``(B, S^(k-1), S)`` (rows indexed by the suffix code); suffixes of probability
-    zero get the uniform row.
+    zero get the uniform row. ``P`` is ``(B, S, ..., S)``; its order ``n`` is read from the
+    shape unless given, and is required when ``B == S`` (see :func:`sample_sequences`).
     """
-    P = _check_chains(P)
+    P, n = _check_chains(P, n)
     S = int(P.shape[-1])
-    n = P.ndim - 1
     k = check_int("k", k, minimum=1, maximum=n)
     T = check_size("T", T, minimum=max(n - 1, 1))
     start = check_choice("start", start, STARTS)

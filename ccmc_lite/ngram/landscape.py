@@ -349,7 +349,7 @@ def statistical_term(batch: NGramBatch, k: int, *, start: str = "uniform") -> fl
     S = int(P.shape[-1])
     n = P.ndim - 1
     T = batch.tokens.shape[-1]
-    cond = suffix_conditional(P, k, T, start=start)  # (B, S^(k-1), S)
+    cond = suffix_conditional(P, k, T, start=start, n=n)  # (B, S^(k-1), S)
     code = history_codes(batch.tokens, S, k - 1)[:, -1]  # (B,)
     truth = cond[torch.arange(cond.shape[0]), code]  # (B, S)
     est = construction_limit(batch.tokens, S, offsets_for_k(k, max(n - 1, k - 1)))
