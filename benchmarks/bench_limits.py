@@ -15,6 +15,14 @@ measures, in one process and interleaved so that machine load affects all of the
   exponentials included) and bytes moved (every operand read once and every result written
   once, i.e. no cache reuse: an upper bound on the traffic of this implementation).
 
+The step's largest operations, by input shape, are reported too (``paper_step_top_ops_by_shape``),
+and so is what the width ``N = 1024`` itself costs: the last attention block's score matrix has
+rows 4096 bytes apart, and two of its products run several times slower per column than at
+widths 1008 or 1040 (``row_stride_penalty``). Computed transposed, only the products with
+inner dimension 4 gave bit for bit the same result here; the others sum over keys or queries
+and rounded differently, which would change the stored Part II runs' numbers, so the package
+leaves them as they are.
+
 The *limit* of the step is ``max(FLOPs / compute peak, bytes / memory peak)`` (a roofline
 bound); the *achieved fraction* is limit / measured step time. A fused attention kernel would
 move far fewer bytes; the *ideal* line uses the minimum work of exact causal attention
@@ -31,6 +39,7 @@ import os
 import time
 
 import torch
+from profiling import top_ops
 
 from ccmc_lite.core import Hardware, Work, count_work, roofline_seconds, roofline_terms
 from ccmc_lite.markov import (
@@ -96,6 +105,46 @@ def step_work(model: torch.nn.Module, x: torch.Tensor) -> Work:
     return count_work(lambda: next_token_loss(model, x).backward())
 
 
+def row_stride_penalty(widths=(1008, 1024, 1040), calls: int = 20, repeats: int = 5) -> dict:
+    """Cost per column of the last attention block's products, at and around width 1024.
+
+    The blocked attention's last block multiplies 64 queries by all ``N`` keys (batch 16,
+    head size 4). At ``N = 1024`` its score matrix has rows 4096 bytes apart, a multiple of
+    the CPU cache's set stride, and two of its products run several times slower per column
+    than at widths 16 smaller or larger: ``q @ kᵀ`` (forward, the ``64 x w`` result) and
+    ``attᵀ @ g`` (the gradient of ``v``, reading the scores by columns). Returns µs per call
+    for each width and the ratio of the per-column cost at 1024 to the mean of the others.
+    """
+    products = {  # the two products, as functions of (q, k, att)
+        "scores": lambda q, k, att: q @ k.transpose(-1, -2),  # (16, 64, w)
+        "grad_v": lambda q, k, att: att.transpose(-1, -2) @ q,  # (16, w, 4)
+    }
+    gen = torch.Generator().manual_seed(0)
+    out: dict[str, object] = {}
+    for name, product in products.items():
+        per_call = {}
+        for w in widths:
+            args = (
+                torch.randn(16, 64, 4, generator=gen),  # q
+                torch.randn(16, w, 4, generator=gen),  # k
+                torch.randn(16, 64, w, generator=gen),  # att
+            )
+
+            def many(product=product, args=args) -> None:
+                for _ in range(calls):
+                    product(*args)
+
+            many()  # warm-up
+            per_call[w] = 1e6 * _best_of(many, repeats) / calls
+        per_column = {w: t / w for w, t in per_call.items()}
+        others = [v for w, v in per_column.items() if w != 1024]
+        out[f"{name}_product_us_by_width"] = {str(w): round(t, 1) for w, t in per_call.items()}
+        out[f"{name}_product_penalty_at_1024"] = round(
+            per_column[1024] / (sum(others) / len(others)), 2
+        )
+    return out
+
+
 def ideal_attention_work(batch: int, n: int, head: int) -> Work:
     """Minimum work of exact causal attention, forward + backward (about 3x the forward).
 
@@ -142,6 +191,8 @@ def _measure(quick: bool) -> dict[str, float]:
         flops_peak = max(flops_peak, matmul_peak(1024 if quick else 2048))
         bytes_peak = max(bytes_peak, copy_peak())
     step_s = min(rounds)
+    top = top_ops(lambda: [step() for _ in range(2)], n=8, by_shape=True)
+    penalty = row_stride_penalty() if not quick else {}
     work = step_work(model, x)
     machine = this_machine(flops_peak, bytes_peak)
     terms = roofline_terms(work, machine)
@@ -162,6 +213,8 @@ def _measure(quick: bool) -> dict[str, float]:
         "times_from_limit_per_round": [round(s / limit, 2) for s in rounds],
         "ideal_fused_attention_limit_s": round(ideal_limit, 5),
         "times_from_ideal_fused": round(step_s / ideal_limit, 1),
+        "paper_step_top_ops_by_shape": top,
+        **penalty,
         "threads": 1,
         "timing": "CPU time of this process, best of repeats",
         "load_avg_1min_at_end": round(os.getloadavg()[0], 2),

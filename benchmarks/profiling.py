@@ -35,11 +35,21 @@ def round_ratios(times: dict[str, list[float]], slow: str, fast: str) -> list[fl
     return [round(s / f, 2) for s, f in zip(times[slow], times[fast], strict=True)]
 
 
-def top_ops(fn: Callable[[], object], n: int = 6) -> list[list[object]]:
-    """``[[op name, % of self CPU time, calls], ...]`` of ``fn()``, largest first."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+def top_ops(fn: Callable[[], object], n: int = 6, by_shape: bool = False) -> list[list[object]]:
+    """``[[op name, % of self CPU time, calls], ...]`` of ``fn()``, largest first.
+
+    ``by_shape=True`` counts each operation separately for each list of input shapes and
+    adds the shapes: ``[[op name, shapes, %, calls], ...]``.
+    """
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=by_shape) as prof:
         fn()
-    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    averages = prof.key_averages(group_by_input_shape=by_shape)
+    events = [e for e in averages if e.self_cpu_time_total > 0]
     total = sum(e.self_cpu_time_total for e in events)
     events.sort(key=lambda e: -e.self_cpu_time_total)
-    return [[e.key, round(100 * e.self_cpu_time_total / total, 1), e.count] for e in events[:n]]
+    rows = []
+    for e in events[:n]:
+        share = round(100 * e.self_cpu_time_total / total, 1)
+        shapes = [list(s) for s in e.input_shapes if s]
+        rows.append([e.key, shapes, share, e.count] if by_shape else [e.key, share, e.count])
+    return rows
