@@ -18,10 +18,10 @@ measures, in one process and interleaved so that machine load affects all of the
 The step's largest operations, by input shape, are reported too (``paper_step_top_ops_by_shape``),
 and so is what the width ``N = 1024`` itself costs: the last attention block's score matrix has
 rows 4096 bytes apart, and two of its products run several times slower per column than at
-widths 1008 or 1040 (``row_stride_penalty``). Computed transposed, only the products with
-inner dimension 4 gave bit for bit the same result here; the others sum over keys or queries
-and rounded differently, which would change the stored Part II runs' numbers, so the package
-leaves them as they are.
+widths 1008 or 1040 (``row_stride_penalty``, measured on bare products). Computing them
+transposed would change the rounding of those that sum over keys or queries, and with it the
+stored Part II runs; instead :func:`ccmc_lite.markov.causal_attention` pads such a block with
+16 masked zero keys, which leaves every number of the step bit for bit as it was here.
 
 The *limit* of the step is ``max(FLOPs / compute peak, bytes / memory peak)`` (a roofline
 bound); the *achieved fraction* is limit / measured step time. A fused attention kernel would
