@@ -43,6 +43,7 @@ from profiling import top_ops
 
 from ccmc_lite.core import Hardware, Work, count_work, roofline_seconds, roofline_terms
 from ccmc_lite.markov import (
+    ATTENTION_BLOCK,
     binary_kernel,
     build_model,
     next_token_loss,
@@ -105,19 +106,22 @@ def step_work(model: torch.nn.Module, x: torch.Tensor) -> Work:
     return count_work(lambda: next_token_loss(model, x).backward())
 
 
-def row_stride_penalty(widths=(1008, 1024, 1040), calls: int = 20, repeats: int = 5) -> dict:
-    """Cost per column of the last attention block's products, at and around width 1024.
+def row_stride_penalty(calls: int = 20, repeats: int = 5) -> dict:
+    """Cost per column of the last attention block's products, at and around width ``N``.
 
-    The blocked attention's last block multiplies 64 queries by all ``N`` keys (batch 16,
-    head size 4). At ``N = 1024`` its score matrix has rows 4096 bytes apart, a multiple of
-    the CPU cache's set stride, and two of its products run several times slower per column
-    than at widths 16 smaller or larger: ``q @ kᵀ`` (forward, the ``64 x w`` result) and
-    ``attᵀ @ g`` (the gradient of ``v``, reading the scores by columns). Returns µs per call
-    for each width and the ratio of the per-column cost at 1024 to the mean of the others.
+    The blocked attention's last block multiplies ``ATTENTION_BLOCK`` queries by all ``N``
+    keys (the paper's batch and head size). At ``N = 1024`` its score matrix has rows 4096
+    bytes apart, a multiple of the CPU cache's set stride, and two of its products run
+    several times slower per column than at widths 16 smaller or larger: ``q @ kᵀ``
+    (forward, the ``block x w`` result) and ``attᵀ @ g`` (the gradient of ``v``, reading
+    the scores by columns). Returns µs per call for each width and the ratio of the
+    per-column cost at ``N`` to the mean of the others.
     """
+    B, N, m, b = PAPER["batch"], PAPER["N"], PAPER["d"], ATTENTION_BLOCK
+    widths = (N - 16, N, N + 16)
     products = {  # the two products, as functions of (q, k, att)
-        "scores": lambda q, k, att: q @ k.transpose(-1, -2),  # (16, 64, w)
-        "grad_v": lambda q, k, att: att.transpose(-1, -2) @ q,  # (16, w, 4)
+        "scores": lambda q, k, att: q @ k.transpose(-1, -2),  # (B, b, w)
+        "grad_v": lambda q, k, att: att.transpose(-1, -2) @ q,  # (B, w, m)
     }
     gen = torch.Generator().manual_seed(0)
     out: dict[str, object] = {}
@@ -125,9 +129,9 @@ def row_stride_penalty(widths=(1008, 1024, 1040), calls: int = 20, repeats: int 
         per_call = {}
         for w in widths:
             args = (
-                torch.randn(16, 64, 4, generator=gen),  # q
-                torch.randn(16, w, 4, generator=gen),  # k
-                torch.randn(16, 64, w, generator=gen),  # att
+                torch.randn(B, b, m, generator=gen),  # q
+                torch.randn(B, w, m, generator=gen),  # k
+                torch.randn(B, b, w, generator=gen),  # att
             )
 
             def many(product=product, args=args) -> None:
@@ -137,11 +141,10 @@ def row_stride_penalty(widths=(1008, 1024, 1040), calls: int = 20, repeats: int 
             many()  # warm-up
             per_call[w] = 1e6 * _best_of(many, repeats) / calls
         per_column = {w: t / w for w, t in per_call.items()}
-        others = [v for w, v in per_column.items() if w != 1024]
+        others = [v for w, v in per_column.items() if w != N]
+        penalty = per_column[N] / (sum(others) / len(others))
         out[f"{name}_product_us_by_width"] = {str(w): round(t, 1) for w, t in per_call.items()}
-        out[f"{name}_product_penalty_at_1024"] = round(
-            per_column[1024] / (sum(others) / len(others)), 2
-        )
+        out[f"{name}_product_penalty_at_{N}"] = round(penalty, 2)
     return out
 
 
