@@ -225,27 +225,6 @@ def _attention_and_grads(q, k, v, w, batched=False):
     return (out.detach(), *torch.autograd.grad((out * w).sum(), (q, k, v)))
 
 
-@pytest.mark.parametrize("batched", [False, True])
-def test_padded_rows_at_1024_keys_change_no_number(batched, monkeypatch):
-    """The last block at N = 1024 (rows of 4096 bytes) is padded: same output and gradients."""
-    from ccmc_lite.markov import model as markov_model
-
-    assert markov_model._row_padding(1024, torch.zeros(1)) == 16
-    assert markov_model._row_padding(512, torch.zeros(1, dtype=torch.float64)) == 16
-    assert markov_model._row_padding(1000, torch.zeros(1)) == 0
-    assert markov_model._row_padding(960, torch.zeros(1)) == 0
-    g = torch.Generator().manual_seed(3)
-    shape = (2, 4, 1024, 4) if batched else (4, 1024, 4)  # ((R,) B, N, head size)
-    q, k, v, w = (torch.randn(shape, generator=g) for _ in range(4))
-    padded = _attention_and_grads(q, k, v, w, batched)
-    monkeypatch.setattr(markov_model, "_ALIASED_ROW_BYTES", 2**62)  # no block is padded
-    assert markov_model._row_padding(1024, q) == 0
-    plain = _attention_and_grads(q, k, v, w, batched)
-    for name, a, b in zip(("output", "dq", "dk", "dv"), padded, plain, strict=True):
-        assert torch.equal(a, b), f"{name} differs by {float((a - b).abs().max())}"
-    torch.testing.assert_close(padded[0], _full_attention(q, k, v))
-
-
 def test_blocked_attention_under_vmap_matches_each_run():
     from torch.func import vmap
 

@@ -39,6 +39,7 @@ from ..core.validation import (
     check_size,
     check_stochastic_matrix,
     check_tokens,
+    is_traced,
 )
 
 __all__ = [
@@ -72,18 +73,6 @@ MODEL_OPTIONS: dict[str, Any] = {
 #: Query-block length of :func:`causal_attention` (measured: 32-64 is fastest on a CPU).
 ATTENTION_BLOCK = 64
 
-#: Score rows whose length in bytes is a multiple of this are padded on the CPU (see
-#: :func:`causal_attention`): rows that far apart fall into the same cache sets.
-_ALIASED_ROW_BYTES = 4096
-_ROW_PAD = 16  # keys of padding: zero keys and values, masked
-
-
-def _row_padding(keys: int, t: torch.Tensor) -> int:
-    """Keys to append to a block of ``keys`` score columns so its rows do not alias."""
-    if t.device.type != "cpu" or (keys * t.element_size()) % _ALIASED_ROW_BYTES:
-        return 0
-    return _ROW_PAD
-
 
 def causal_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block: int = ATTENTION_BLOCK
@@ -100,13 +89,8 @@ def causal_attention(
     whose fused CPU kernel is slower at head size 4). The numbers are those of the full
     matrix: the blocks compute the same sums (tests compare both).
 
-    On the CPU a block whose score rows would be a multiple of 4096 bytes long (1024 keys in
-    float32, the last block at ``N = 1024``) gets 16 zero keys and values, masked: rows that
-    far apart share cache sets, and two of the block's products ran 3-4x slower per column
-    (``benchmarks/bench_limits.py``, ``row_stride_penalty``). The padded keys get weight
-    exactly 0, and on the build machines the output and all gradients are bit for bit those
-    without padding (a test checks it); the last block's forward and backward take about
-    40 % less time.
+    Raises ``ValueError`` when finite inputs overflow (scores of ``inf``), instead of
+    returning NaN.
     """
     q, k, v = (
         as_tensor(n, t, dtype=None, ndim=(2, 3, 4)) for n, t in (("q", q), ("k", k), ("v", v))
@@ -125,19 +109,22 @@ def causal_attention(
     if T <= block:
         scores = q @ k.transpose(-1, -2)  # (..., T, T)
         mask = torch.full((T, T), float("-inf"), dtype=q.dtype, device=q.device).triu(1)
-        return torch.softmax(scores + mask, dim=-1) @ v
-    outs = []
-    for s in range(0, T, block):
-        e = min(s + block, T)
-        keys, values = k[..., :e, :], v[..., :e, :]  # (..., e, m)
-        pad = _row_padding(e, q)
-        if pad:
-            keys, values = F.pad(keys, (0, 0, 0, pad)), F.pad(values, (0, 0, 0, pad))
-        scores = q[..., s:e, :] @ keys.transpose(-1, -2)  # (..., e - s, e + pad)
-        mask = torch.full((e - s, e + pad), float("-inf"), dtype=q.dtype, device=q.device)
-        att = torch.softmax(scores + mask.triu(s + 1), dim=-1)  # padded keys get weight 0
-        outs.append(att @ values)  # (..., e - s, m)
-    return torch.cat(outs, dim=-2)
+        out = torch.softmax(scores + mask, dim=-1) @ v
+    else:
+        outs = []
+        for s in range(0, T, block):
+            e = min(s + block, T)
+            scores = q[..., s:e, :] @ k[..., :e, :].transpose(-1, -2)  # (..., e - s, e)
+            mask = torch.full((e - s, e), float("-inf"), dtype=q.dtype, device=q.device)
+            att = torch.softmax(scores + mask.triu(s + 1), dim=-1)
+            outs.append(att @ v[..., :e, :])  # (..., e - s, m)
+        out = torch.cat(outs, dim=-2)
+    if not is_traced(out) and not bool(torch.isfinite(out).all()):
+        raise ValueError(
+            "the attention overflowed (not finite) for these q, k, v: their entries are "
+            "too large in magnitude; scale them down"
+        )
+    return out
 
 
 class _Block(nn.Module):
@@ -450,6 +437,11 @@ def kernel_loss(
     """
     check_callable("model", model)
     P = check_stochastic_matrix("P", P)
+    if P.ndim != 2 and not is_traced(P):
+        raise ValueError(
+            f"P must be one (K, K) kernel; got a stack of shape {tuple(P.shape)}: call "
+            "kernel_loss once per kernel (its x holds sequences of one chain)"
+        )
     if isinstance(model, MarkovTransformer):
         if P.shape[-1] != model.K:
             raise ValueError(
