@@ -91,6 +91,15 @@ def pytest_sessionfinish(session, exitstatus):
         module.shutdown_floor_runs()
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The fuzz harness's cases per family and verdict (set by tests/test_fuzz.py)."""
+    report = getattr(config, "ccmc_fuzz_report", None)
+    if report:
+        terminalreporter.section("bad input: fuzz harness, cases per family")
+        for line in report:
+            terminalreporter.write_line(line)
+
+
 def _recorded_timings(name: str):
     """Collect ``{notebook: seconds}`` during the session; merge them into ``_build/<name>``."""
     timings: dict[str, float] = {}

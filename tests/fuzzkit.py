@@ -21,6 +21,7 @@ here: they are listed in :data:`EXCLUDED_MODULES`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import math
@@ -224,6 +225,9 @@ def bad_values(arg: A) -> Iterator[tuple[str, Any]]:
         yield "int", 3
         if not o.get("none_ok"):
             yield "None", None
+    elif k == "dtype":
+        yield "str", "float64"
+        yield "not a float dtype", torch.bool
     elif k == "bool":
         yield "int 2", 2
         yield "str", "yes"
@@ -239,6 +243,115 @@ def bad_values(arg: A) -> Iterator[tuple[str, Any]]:
         raise KeyError(k)
 
 
+#: float dtypes a caller may ask for explicitly (``dtype=``): a finite float64 value can
+#: overflow or underflow on conversion to them.
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def extreme_values(arg: A) -> Iterator[tuple[str, Any]]:
+    """Family "extreme": finite values at the edge of float64 or of a narrower dtype.
+
+    Each is a legal number of the argument's kind; the call must either compute a finite
+    answer or raise an error naming the argument (never NaN, inf or a hang).
+    """
+    k, v, o = arg.kind, arg.value, arg.opts
+    if k in ("pos", "nonneg", "real"):
+        yield "1e300", 1e300
+        yield "subnormal 1e-310", 1e-310
+        yield "5e-324", 5e-324
+        yield "above float32 (1e39)", 1e39
+        yield "above float16 (7e4)", 7e4
+        if k == "real":
+            yield "-1e300", -1e300
+    elif k == "prob":
+        yield "subnormal 1e-310", 1e-310
+        yield "1 - 1e-17", 1 - 1e-17
+    elif k in ("int", "count") and o.get("huge", True):
+        yield "int64 max", 2**63 - 1
+        yield "above int64", 2**63
+    elif k == "seed":
+        yield "seed 2**64 - 1", 2**64 - 1
+    elif k in ("array", "factors", "nonneg_values"):
+        x = _t(v, torch.float64)
+        if x.numel():
+            yield "entry 1e200", _with(x, 1e200)
+            yield "all entries 1e200", torch.full_like(x, 1e200)
+            yield "entry above float32 (1e39)", _with(x, 1e39)
+            yield "entry 1e-310", _with(x, 1e-310)
+            if k == "array":
+                yield "entry -1e200", _with(x, -1e200)
+    elif k == "stoch":
+        x = _t(v, torch.float64)
+        if x.ndim >= 2 and x.shape[-1] > 1:
+            y = x.clone()
+            y[..., 0, :] = 0.0
+            y[..., 0, 0] = 1e-310
+            y[..., 0, 1] = 1.0
+            yield "entry 1e-310", y
+    elif k == "probvec":
+        x = _t(v, torch.float64)
+        if x.shape[-1] > 1:
+            y = torch.zeros_like(x)
+            y[..., 0] = 1e-310
+            y[..., 1] = 1.0
+            yield "entry 1e-310", y
+    elif k == "weights":
+        x = _t(v, torch.float64)
+        yield "entries near float64 max", x / x.max() * 1e308
+
+
+def degenerate_values(arg: A) -> Iterator[tuple[str, Any]]:
+    """Family "degenerate": valid-looking data with no spread, zero mass or one point."""
+    k, v, o = arg.kind, arg.value, arg.opts
+    if k == "array":
+        x = _t(v, torch.float64)
+        if x.numel() > 1:
+            yield "no spread", torch.full_like(x, float(x.reshape(-1)[0]))
+            yield "all zero", torch.zeros_like(x)
+        if x.ndim == 1 and x.numel() > 1 and o.get("shape", True) is not False:
+            yield "one point", x[:1]
+    elif k == "stoch":
+        x = _t(v, torch.float64)
+        if x.ndim == 2 and x.shape[-1] > 1:
+            K = x.shape[-1]
+            absorbing = torch.zeros_like(x)
+            absorbing[:, 0] = 1.0
+            yield "every state jumps to 0 (stationary mass 0 elsewhere)", absorbing
+            yield "identity (reducible)", torch.eye(K, dtype=torch.float64)
+            yield "cycle (periodic)", torch.roll(torch.eye(K, dtype=torch.float64), 1, 1)
+    elif k in ("probvec", "weights"):
+        x = _t(v, torch.float64)
+        if x.shape[-1] > 1:
+            y = torch.zeros_like(x)
+            y[..., 0] = 1.0
+            yield "one-hot", y
+    elif k == "tokens":
+        x = _t(v)
+        if x.numel() > 1:
+            yield "one token repeated", torch.zeros_like(x)
+
+
+def relation_values(entry: Entry, slot: Any, arg: A) -> Iterator[tuple[str, Any, str]]:
+    """Family "relation", generated: (label, value, judge) for one argument of ``entry``.
+
+    * a stochastic matrix given as a batch of two kernels: a function either raises or
+      answers both (its answer equals the two single answers stacked: judge "consistent");
+    * a size or order one longer than the sequence the call also receives: a function
+      either raises or answers finitely.
+    """
+    if arg.kind == "stoch" and not arg.opts.get("batched_ok"):
+        x = _t(arg.value, torch.float64)
+        if x.ndim == 2:
+            other = 0.5 * x + 0.5 / x.shape[-1]
+            yield "batch of two kernels", torch.stack([x, other]), "consistent"
+    if arg.kind in ("int", "count") and arg.opts.get("huge", True):
+        for other in [*entry.args, *entry.kwargs.values()]:
+            if other.kind == "tokens":
+                T = _t(other.value).shape[-1]
+                yield f"one longer than the sequence ({T + 1})", T + 1, "finite"
+                break
+
+
 # ---------------------------------------------------------------------------------------------
 # the table of valid calls
 
@@ -250,14 +363,28 @@ class Entry:
     kwargs: dict[str, A] = field(default_factory=dict)
     label: str = ""
     check: Callable[[Any], None] | None = None  # extra check of a valid result
+    # hand-written cases of the families "relation" and "degenerate":
+    # (family, label, {slot: value}, judge); slot = positional index or keyword name
+    cases: list[tuple[str, str, dict[Any, Any], str]] = field(default_factory=list)
+    # what a result may hold by its documentation: "nan" (a "does not apply" entry),
+    # "inf" (an infinite loss or a log-probability of 0, the exact answer)
+    allow: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
         return self.name + (f"[{self.label}]" if self.label else "")
 
 
-def E(qualname: str, /, *args: A, label: str = "", **kwargs: A) -> Entry:
-    return Entry(qualname, list(args), dict(kwargs), label)
+def E(
+    qualname: str,
+    /,
+    *args: A,
+    label: str = "",
+    cases: list[tuple[str, str, dict[Any, Any], str]] | None = None,
+    allow: tuple[str, ...] = (),
+    **kwargs: A,
+) -> Entry:
+    return Entry(qualname, list(args), dict(kwargs), label, cases=cases or [], allow=allow)
 
 
 class _Vocab3(torch.nn.Module):
@@ -306,7 +433,22 @@ def build_table() -> list[Entry]:
     T = []
     add = T.append
     # --- core
-    add(E("core.as_tensor", a("v"), a([1.0, 2.0])))
+    add(
+        E(
+            "core.as_tensor",
+            a("v"),
+            a([1.0, 2.0], "array", shape=False),
+            dtype=a(torch.float64, "dtype"),
+        )
+    )
+    add(
+        E(
+            "core.check_finite_result",
+            a(torch.ones(2), "array", "overflowed", shape=False),
+            a("the scores"),
+            a("W and E"),
+        )
+    )
     add(E("core.check_choice", a("v"), a("a"), a(("a", "b"))))
     add(E("core.check_float", a("v"), a(0.5, "real")))
     add(
@@ -318,10 +460,26 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("core.check_int", a("v"), a(3, "count", huge=False), minimum=a(0)))
-    add(E("core.check_prob_vector", a("v"), a(p3, "probvec"), atol=a(1e-6, "pos")))
+    add(
+        E(
+            "core.check_prob_vector",
+            a("v"),
+            a(p3, "probvec"),
+            atol=a(1e-6, "pos"),
+            dtype=a(torch.float64, "dtype"),
+        )
+    )
     add(E("core.check_probability", a("v"), a(0.5, "prob")))
     add(E("core.check_seed", a(3, "seed")))
-    add(E("core.check_stochastic_matrix", a("v"), a(P3, "stoch"), atol=a(1e-6, "pos")))
+    add(
+        E(
+            "core.check_stochastic_matrix",
+            a("v"),
+            a(P3, "stoch", batched_ok=True),
+            atol=a(1e-6, "pos"),
+            dtype=a(torch.float64, "dtype"),
+        )
+    )
     add(E("core.check_tokens", a("v"), a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("core.check_bool", a("v"), a(True, "bool")))
     add(E("core.check_size", a("v"), a(3, "int"), limit=a(10, "int", huge=False, none_ok=True)))
@@ -369,6 +527,8 @@ def build_table() -> list[Entry]:
             grad_clip=a(1.0, "pos", none_ok=True),
             eval_every=a(1, "count"),
             progress_updates=a(2, "int"),
+            checkpoint_steps=a((1,), "obj"),
+            cases=[("relation", "checkpoint_steps=5, an int", {"checkpoint_steps": 5}, "raise")],
         )
     )
     add(E("core.lr_schedule", a(cfg, "obj", "config")))
@@ -525,7 +685,7 @@ def build_table() -> list[Entry]:
     add(E("ccmc.check_transition", a(P3, "stoch")))
     add(E("ccmc.frequencies", a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.token_counts", a(X, "tokens", K=3), a(3, "int", huge=False)))
-    add(E("ccmc.log_likelihood", a(P3, "stoch"), a(pop, "obj", "data")))
+    add(E("ccmc.log_likelihood", a(P3, "stoch"), a(pop, "obj", "data"), allow=("inf",)))
     add(E("ccmc.population_data", a(P3, "stoch"), a(prompts, "obj", "prompts")))
     add(
         E(
@@ -569,7 +729,7 @@ def build_table() -> list[Entry]:
     add(
         E(
             "ccmc.sample_trajectories",
-            a(P3, "stoch"),
+            a(P3, "stoch", batched_ok=True),
             a(X, "tokens", "prompt", K=3),
             a(4, "int"),
             seed=a(0, "seed"),
@@ -680,6 +840,7 @@ def build_table() -> list[Entry]:
             steps=a(3, "int"),
             lr=a(0.5, "pos", none_ok=True),
             tol=a(0.0, "nonneg"),
+            allow=("nan",),  # the histories after a run stopped
         )
     )
     add(
@@ -690,6 +851,7 @@ def build_table() -> list[Entry]:
             tol=a(1e-10, "nonneg"),
             max_iter=a(5, "int"),
             armijo=a(1e-4, "prob"),
+            allow=("nan",),  # the histories after the fit stopped
         )
     )
     add(E("ccmc.gd_step_size", a(pop, "obj", "data"), a(E3, "array", "E")))
@@ -763,7 +925,14 @@ def build_table() -> list[Entry]:
     )
     add(E("ccmc.plot_frequency_curves", a("skip", "obj", "ax"), a(freqs[0]), label="bad only"))
     add(E("ccmc.plot_snapshots", a("skip", "obj", "ax"), a(X), a([0]), label="bad only"))
-    add(E("ccmc.predicted_decay_exponents", a(P3, "stoch"), a(m_fixed, "weights", "m")))
+    add(
+        E(
+            "ccmc.predicted_decay_exponents",
+            a(P3, "stoch"),
+            a(m_fixed, "weights", "m"),
+            allow=("nan",),
+        )
+    )
     add(E("ccmc.random_chain", a(3, "int", min=2), seed=a(0, "seed"), scale=a(1.0, "nonneg")))
     add(E("ccmc.running_frequencies", a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.self_reinforcing_tokens", a(P3, "stoch")))
@@ -785,7 +954,7 @@ def build_table() -> list[Entry]:
     )
     add(E("markov.lag_one_covariance", a(P2, "stoch")))
     add(E("markov.random_kernel", a(3, "int", min=2), a(0, "seed"), alpha=a(1.0, "pos")))
-    add(E("markov.sample_chains", a(P2, "stoch"), a(2, "int"), a(5, "int")))
+    add(E("markov.sample_chains", a(P2, "stoch", batched_ok=True), a(2, "int"), a(5, "int")))
     add(E("markov.symmetric_kernel", a(3, "int", min=2), a(0.3, "prob")))
     add(
         E(
@@ -972,11 +1141,20 @@ def build_table() -> list[Entry]:
             a((2,), "shape"),
             a(3, "int", min=2),
             seed=a(0, "seed", none_ok=True),
+            dtype=a(torch.float64, "dtype"),
         )
     )
     add(E("ngram.dirichlet_mean_entropy", a(3, "int", min=2, huge=False), a(0.5, "pos")))
     add(E("ngram.flatten_transitions", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
-    add(E("ngram.history_codes", a(tok, "tokens", K=3), a(3, "int", min=2), a(2, "count")))
+    add(
+        E(
+            "ngram.history_codes",
+            a(tok, "tokens", K=3),
+            a(3, "int", min=2),
+            a(2, "count"),
+            cases=[("relation", "length > T + 1", {2: tok.shape[-1] + 3}, "finite")],
+        )
+    )
     add(E("ngram.lifted_stationary", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.lifted_transition_matrix", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.log_uniform", a(3, "int", min=2, huge=False)))
@@ -1048,10 +1226,18 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a(2, "int"),
             a(0.5, "pos"),
+            cases=[("relation", "n > T + 1", {2: tok.shape[-1] + 3}, "finite")],
         )
     )
     add(E("ngram.contiguous_offsets", a(2, "int")))
-    add(E("ngram.cross_entropy", a(target, "probvec", "pred"), a(target, "probvec", "target")))
+    add(
+        E(
+            "ngram.cross_entropy",
+            a(target, "probvec", "pred"),
+            a(target, "probvec", "target"),
+            allow=("inf",),
+        )
+    )
     add(
         E(
             "ngram.estimator_losses",
@@ -1060,6 +1246,7 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a([1, 2]),
             smoothing=a(0.5, "nonneg"),
+            allow=("inf",),
         )
     )
     add(
@@ -1070,6 +1257,7 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a((1,)),
             a([0.0, 0.5, 2.0], "nonneg_values"),
+            allow=("inf",),
         )
     )
     add(
@@ -1089,6 +1277,7 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a(1, "count"),
             smoothing=a(0.5, "nonneg"),
+            cases=[("relation", "k > T + 1", {2: tok.shape[-1] + 3}, "finite")],
         )
     )
     add(
@@ -1126,7 +1315,17 @@ def build_table() -> list[Entry]:
             init_scale=a(1.0, "nonneg"),
         )
     )
-    add(E("ngram.causal_softmax", a(torch.randn(2, 4, 4), "array", "scores", shape=False)))
+    nan_K2 = ngram.theta_star(1, S=3, T=8, n_heads=2, c=5.0)["K2"].clone()
+    nan_K2[0, 0] = math.nan
+    masked = torch.randn(2, 4, 4)
+    masked[0, 2, :3] = -math.inf  # query 2 of the first map: every key j <= 2 masked
+    add(
+        E(
+            "ngram.causal_softmax",
+            a(torch.randn(2, 4, 4), "array", "scores", shape=False),
+            cases=[("degenerate", "a fully masked row", {0: masked}, "raise")],
+        )
+    )
     add(E("ngram.construction_limit", a(tok, "tokens", K=3), a(3, "int", min=2), a((1, None))))
     add(E("ngram.first_layer_attention", a(torch.randn(4, 4), "array", "A1", shape=False)))
     add(
@@ -1134,6 +1333,14 @@ def build_table() -> list[Entry]:
             "ngram.load_parameters",
             a(st, "obj", "model"),
             a(ngram.theta_star(1, S=3, T=8, n_heads=2, c=5.0), "obj", "params"),
+            cases=[
+                (
+                    "degenerate",
+                    "NaN inside a loaded state",
+                    {1: {**ngram.theta_star(1, S=3, T=8, n_heads=2, c=5.0), "K2": nan_K2}},
+                    "raise",
+                )
+            ],
         )
     )
     add(E("ngram.offsets_for_k", a(1, "count"), a(2, "count")))
@@ -1247,6 +1454,7 @@ def build_table() -> list[Entry]:
             a(3, "int", min=2),
             a([1]),
             smoothing=a(0.5, "nonneg"),
+            allow=("inf",),
         )
     )
     add(
@@ -1359,6 +1567,7 @@ def build_table() -> list[Entry]:
             steps=a(50, "int"),
             dt=a(0.5, "pos"),
             tol=a(1e-7, "pos"),
+            allow=("nan",),
         )
     )
     add(E("ccmc.interior_rates", a(P3, "stoch"), a(fixed[0][1], "probvec", "m"), h=a(1e-6, "pos")))
@@ -1371,6 +1580,7 @@ def build_table() -> list[Entry]:
             a(30, "int", "length"),
             prompt=a([0, 1], "tokens", K=2),
             statistic=a("odds", "choice"),
+            allow=("nan",),
         )
     )
     pos = torch.randn(8, 4, dtype=torch.float64) * 0.1
@@ -1390,6 +1600,7 @@ def build_table() -> list[Entry]:
             a(np.array([0.6, 0.65, 0.7]), "array", "ps"),
             a(np.array([[0.9, 0.8], [0.6, 0.4], [0.1, 0.0]]), "array", "gaps"),
             level=a(0.5, "real"),
+            allow=("nan",),
         )
     )
     add(E("ngram.Stage", a(0), a(10), a(1.0), a("bigram")))
@@ -1412,6 +1623,7 @@ def build_table() -> list[Entry]:
             tol=a(0.005, "pos"),
             min_points=a(3, "int"),
             min_separation=a(0.02, "nonneg"),
+            cases=[("degenerate", "one point", {0: np.array([1.6])}, "raise")],
         )
     )
     stages = ngram.detect_stages(stair)
@@ -1590,15 +1802,78 @@ class Outcome:
     label: str
     verdict: str
     detail: str
+    family: str = "bad"
+
+
+def _leaves(out: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    """The numbers inside a returned value (tensors, arrays, floats, containers, records)."""
+    if depth > 4:
+        return
+    if isinstance(out, torch.Tensor):
+        yield out.detach()
+    elif isinstance(out, np.ndarray):
+        if out.dtype.kind in "fiuc":
+            yield torch.as_tensor(out)
+    elif isinstance(out, (float, np.floating)):
+        yield torch.tensor(float(out), dtype=torch.float64)
+    elif isinstance(out, (list, tuple)):
+        for x in out:
+            yield from _leaves(x, depth + 1)
+    elif isinstance(out, dict):
+        for x in out.values():
+            yield from _leaves(x, depth + 1)
+    elif isinstance(out, torch.nn.Module):
+        for x in out.state_dict().values():
+            yield x.detach()
+    elif hasattr(out, "__dataclass_fields__"):
+        for name in out.__dataclass_fields__:
+            yield from _leaves(getattr(out, name, None), depth + 1)
+
+
+def judge_finite(out: Any, allow: tuple[str, ...] = ()) -> str | None:
+    """``None`` when every number in ``out`` is finite (or an allowed NaN/inf), else why not."""
+    for leaf in _leaves(out):
+        if not (leaf.is_floating_point() or leaf.is_complex()):
+            continue
+        bad = ~torch.isfinite(leaf)
+        if "nan" in allow:
+            bad &= ~torch.isnan(leaf)
+        if "inf" in allow:
+            bad &= ~torch.isinf(leaf)
+        if bool(bad.any()):
+            return f"returned a non-finite value (shape {tuple(leaf.shape)}, {leaf.dtype})"
+    return None
+
+
+def judge_raise(out: Any) -> str | None:
+    return f"returned {type(out).__name__} instead of raising"
+
+
+#: RuntimeWarning (numpy's overflow/invalid/divide) and a poorly conditioned fit are a
+#: silent answer when the call returns: the numbers it gives were computed from garbage.
+_NUMERIC_WARNINGS = (RuntimeWarning, getattr(np, "exceptions", np).RankWarning)
 
 
 def classify(
-    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], names: tuple[str, ...]
+    fn: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    names: tuple[str, ...],
+    judge: Callable[[Any], str | None] = judge_raise,
 ) -> tuple[str, str]:
+    """The verdict on one call: ``ok`` when it raised a named error or ``judge`` accepts it."""
+    import warnings
+
     start = time.perf_counter()
     try:
-        with guarded():
+        with (
+            guarded(),
+            warnings.catch_warnings(record=True) as caught,
+            np.errstate(all="warn", under="ignore"),
+        ):
+            warnings.simplefilter("always")
             out = fn(*args, **kwargs)
+            reason = judge(out)
     except CallTimeout:
         return "hang", f"> {TIME_LIMIT} s"
     except MemoryError as err:
@@ -1623,29 +1898,106 @@ def classify(
         plt.close("all")
     if time.perf_counter() - start > TIME_LIMIT:
         return "hang", "returned, but slowly"
-    return "silent", f"returned {type(out).__name__}"
+    warned = [w for w in caught if issubclass(w.category, _NUMERIC_WARNINGS)]
+    if reason is None and warned:
+        reason = f"returned after a {warned[0].category.__name__}: {warned[0].message}"
+    return ("silent", reason[:200]) if reason else ("ok", "answered")
 
 
-def run_entry(entry: Entry, fns: dict[str, Callable[..., Any]]) -> Iterator[Outcome]:
-    """Classify every bad call derived from ``entry``."""
+def _consistent(
+    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], slot: Any, items: Any
+) -> Callable[[Any], str | None]:
+    """Judge of a batched call: its answer must be the single answers stacked."""
+
+    def single(x: Any) -> Any:
+        a2, k2 = list(args), dict(kwargs)
+        if isinstance(slot, int):
+            a2[slot] = x
+        else:
+            k2[slot] = x
+        return fn(*a2, **k2)
+
+    def judge(out: Any) -> str | None:
+        got = list(_leaves(out))
+        parts = [list(_leaves(single(x))) for x in items]
+        if len(got) != len(parts[0]) or not got:
+            return "answered a batch with a different structure than one item"
+        for g, *ones in zip(got, *parts, strict=True):
+            try:
+                want = torch.stack([o.to(torch.float64) for o in ones])
+                same = g.shape == want.shape and torch.allclose(
+                    g.to(torch.float64), want, rtol=1e-6, atol=1e-9, equal_nan=True
+                )
+            except RuntimeError:
+                same = False
+            if not same:
+                return f"a batch's answer (shape {tuple(g.shape)}) is not the items' answers"
+        return None
+
+    return judge
+
+
+def _cases(entry: Entry, slots: list[tuple[str, A, bool, Any]]) -> Iterator[tuple[Any, ...]]:
+    """(family, slot name, arg, where, label, value, judge) for every case of ``entry``."""
+    for pname, arg, _, where in slots:
+        for label, bad in bad_values(arg):
+            yield "bad", pname, arg, where, label, bad, "raise"
+        for label, bad in extreme_values(arg):
+            yield "extreme", pname, arg, where, label, bad, "finite"
+        for label, bad in degenerate_values(arg):
+            yield "degenerate", pname, arg, where, label, bad, "finite"
+        for label, bad, how in relation_values(entry, where, arg):
+            yield "relation", pname, arg, where, label, bad, how
+    by_where = {where: (pname, arg) for pname, arg, _, where in slots}
+    for family, label, overrides, how in entry.cases:
+        where = next(iter(overrides))
+        pname, arg = by_where[where]
+        yield family, pname, arg, overrides, label, None, how
+
+
+def run_entry(
+    entry: Entry, fns: dict[str, Callable[..., Any]], families: tuple[str, ...] | None = None
+) -> Iterator[Outcome]:
+    """Classify every case derived from ``entry`` (of the given families; all by default)."""
     fn = fns[entry.name]
     pnames = _param_names(fn, entry)
     slots: list[tuple[str, A, bool, Any]] = [
         (pnames[i], arg, True, i) for i, arg in enumerate(entry.args)
     ] + [(k, arg, False, k) for k, arg in entry.kwargs.items()]
-    for pname, arg, positional, where in slots:
+    dtype_slot = "dtype" if "dtype" in entry.kwargs else None
+    for family, pname, arg, where, label, bad, how in _cases(entry, slots):
+        if families is not None and family not in families:
+            continue
         names = (pname, *arg.names)
-        if entry.name.startswith(("core.check_", "ccmc.check_prompt_tokens")):
+        if entry.name.startswith(("core.check_", "core.as_tensor", "ccmc.check_prompt_tokens")):
             names = (*names, "v")  # the checks name the value by their first argument
-        for label, bad in bad_values(arg):
+        overrides = where if isinstance(where, dict) else {where: bad}
+        dtypes: tuple[Any, ...] = (None,)
+        if family == "extreme" and dtype_slot and where != dtype_slot:
+            dtypes = (None, *FLOAT_DTYPES)  # the same value converted to a narrower dtype
+        for dtype in dtypes:
             args = [x.value for x in entry.args]
             kwargs = {k: x.value for k, x in entry.kwargs.items()}
-            if positional:
-                args[where] = bad
+            for slot, value in overrides.items():
+                if isinstance(slot, int):
+                    args[slot] = value
+                else:
+                    kwargs[slot] = value
+            if dtype is not None:
+                kwargs[dtype_slot] = dtype
+                names = (*names, "dtype")  # refusing the dtype is an answer too
+            if how == "consistent":
+                slot, value = next(iter(overrides.items()))
+                judge = _consistent(fn, args, kwargs, slot, list(value))
             else:
-                kwargs[where] = bad
-            verdict, detail = classify(fn, args, kwargs, names)
-            yield Outcome(entry.key, pname, label, verdict, detail)
+                judge = (
+                    judge_raise
+                    if how == "raise"
+                    else functools.partial(judge_finite, allow=entry.allow)
+                )
+            verdict, detail = classify(fn, args, kwargs, names, judge)
+            tag = label if dtype is None else f"{label} as {str(dtype).replace('torch.', '')}"
+            yield Outcome(entry.key, pname, tag, verdict, detail, family)
 
 
 def run_valid(entry: Entry, fns: dict[str, Callable[..., Any]]) -> Any:
@@ -1654,18 +2006,33 @@ def run_valid(entry: Entry, fns: dict[str, Callable[..., Any]]) -> Any:
         return fn(*[x.value for x in entry.args], **{k: x.value for k, x in entry.kwargs.items()})
 
 
-def run_all(table: list[Entry] | None = None) -> list[Outcome]:
+def run_all(
+    table: list[Entry] | None = None, families: tuple[str, ...] | None = None
+) -> list[Outcome]:
     fns = public_callables()
     table = build_table() if table is None else table
     out: list[Outcome] = []
     for entry in table:
         if entry.name in fns:  # (an older package, for before/after counts, lacks new names)
-            out.extend(run_entry(entry, fns))
+            out.extend(run_entry(entry, fns, families))
     return out
 
 
 def summary(outcomes: list[Outcome]) -> Counter:
     return Counter(o.verdict for o in outcomes)
+
+
+def family_report(outcomes: list[Outcome]) -> str:
+    """One line per family: cases tried and their verdicts."""
+    lines = []
+    for family in ("bad", "extreme", "relation", "degenerate"):
+        mine = [o for o in outcomes if o.family == family]
+        counts = Counter(o.verdict for o in mine)
+        rest = ", ".join(f"{v} {n}" for v, n in sorted(counts.items()) if v != "ok")
+        lines.append(
+            f"{family:10s} {len(mine):5d} cases, ok {counts['ok']}" + (f", {rest}" if rest else "")
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # python tests/fuzzkit.py: print the report
@@ -1679,8 +2046,9 @@ if __name__ == "__main__":  # python tests/fuzzkit.py: print the report
     print("public callables:", len(fns), "table entries:", len(table))
     print("not in table:", sorted(set(fns) - covered))
     outs = run_all(table)
-    print("bad inputs:", len(outs), dict(summary(outs)), f"{time.perf_counter() - t0:.1f} s")
+    print("cases:", len(outs), dict(summary(outs)), f"{time.perf_counter() - t0:.1f} s")
+    print(family_report(outs))
     want = set(sys.argv[1:]) or {"silent", "hang", "alloc", "obscure", "unnamed"}
     for o in outs:
         if o.verdict in want:
-            print(f"{o.verdict:8s} {o.entry} {o.arg}={o.label}: {o.detail}")
+            print(f"{o.verdict:8s} [{o.family}] {o.entry} {o.arg}={o.label}: {o.detail}")

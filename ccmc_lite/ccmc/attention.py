@@ -30,6 +30,7 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_choice,
+    check_finite_result,
     check_seed,
     check_size,
     check_tokens,
@@ -214,7 +215,8 @@ def attention_scores(
     else:
         keys = Xe
     query = Xe[..., -1, :]  # (..., d)
-    return torch.softmax(keys @ (W @ query[..., None]), dim=-2).squeeze(-1)
+    scores = check_finite_result(keys @ (W @ query[..., None]), "the attention scores", "W, E")
+    return torch.softmax(scores, dim=-2).squeeze(-1)
 
 
 def self_attention(W: Any, E: Any, X: Any, *, U: Any = None) -> torch.Tensor:
@@ -238,7 +240,7 @@ def self_attention(W: Any, E: Any, X: Any, *, U: Any = None) -> torch.Tensor:
     """
     s = attention_scores(W, E, X, variant="self", U=U)  # (..., L)
     Xe = embed(E, X, U)
-    return (Xe * s[..., None]).sum(-2)
+    return check_finite_result((Xe * s[..., None]).sum(-2), "the attention output", "W, E")
 
 
 def cross_attention(W: Any, E: Any, X: Any) -> torch.Tensor:
@@ -262,7 +264,7 @@ def cross_attention(W: Any, E: Any, X: Any) -> torch.Tensor:
     """
     s = attention_scores(W, E, X, variant="cross")  # (..., L-1)
     keys = embed(E, X)[..., :-1, :]
-    return (keys * s[..., None]).sum(-2)
+    return check_finite_result((keys * s[..., None]).sum(-2), "the attention output", "W, E")
 
 
 def next_token_distribution(
@@ -342,7 +344,8 @@ def logits_from_weights(W: Any, E: Any) -> torch.Tensor:
     """
     E = as_tensor("E", E, dtype=torch.float64, ndim=2)
     W = _check_W(W, E.shape[1], batched=True)
-    return (E @ W @ E.T).transpose(-1, -2)
+    logits = (E @ W @ E.T).transpose(-1, -2)
+    return check_finite_result(logits, "the logits e_jᵀ W e_i", "W, E")
 
 
 def transition_from_weights(W: Any, E: Any) -> torch.Tensor:
@@ -564,4 +567,7 @@ def positional_factors(W: Any, E: Any, U: Any) -> tuple[torch.Tensor, ...]:
     if U.shape[1] != E.shape[1]:
         raise ValueError(f"U must have d={E.shape[1]} columns like E; got {tuple(U.shape)}")
     uL = U[-1]
-    return torch.exp(U @ W @ uL), torch.exp(E @ W @ uL), torch.exp(U @ W @ E.T)
+    factors = torch.exp(U @ W @ uL), torch.exp(E @ W @ uL), torch.exp(U @ W @ E.T)
+    for name, f in zip("abV", factors, strict=True):
+        check_finite_result(f, f"the factor {name}", "W, E, U")
+    return factors

@@ -353,8 +353,10 @@ def ccmc_distribution_from_counts(P: Any, counts: Any, query: Any) -> torch.Tens
         rows = _rows(P, query[..., None]).squeeze(-2)  # (..., K)
     num = counts * rows
     den = num.sum(-1, keepdim=True)
+    if bool((counts.sum(-1) <= 0).any()):
+        raise ValueError("counts must count at least one key token per prompt; found all zeros")
     if bool((den <= 0).any()):
-        raise _undefined_transition(" (or that has no key tokens)")
+        raise _undefined_transition(" (counts and the query's row of P do not overlap)")
     return num / den
 
 

@@ -17,6 +17,7 @@ m^*_i P_{ij} / \\sum_{k\\in S} m^*_k P_{ik}` (:func:`~ccmc_lite.ccmc.predicted_d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -503,7 +504,14 @@ def near_stability_boundary(P: Any, delta: float) -> torch.Tensor:
     delta = check_float("delta", delta, minimum=0.0, open_lower=True)
     off = P.clone()
     off.fill_diagonal_(-1.0)
-    P.diagonal().copy_(off.max(-1).values * (1 + delta))
+    largest = off.max(-1).values  # (K,)
+    if bool((largest <= 0).any()):
+        w = int((largest <= 0).nonzero()[0])
+        raise ValueError(
+            f"P's row {w} has no mass off the diagonal, so there is no largest other entry "
+            "to set its diagonal just above"
+        )
+    P.diagonal().copy_(largest * (1 + delta))
     return P / P.sum(-1, keepdim=True)
 
 
@@ -715,6 +723,11 @@ def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Te
         D = (P * rest[None, :]).sum(-1)  # (K,)
         on = mu > 0
         alpha[j] = 1.0 - float((mu[on] * P[on, j] / D[on]).sum())
+        if not math.isfinite(float(alpha[j])):
+            raise ValueError(
+                f"the exponent of token {j} overflows: P has entries too close to 0 on the "
+                "support of m (the rate P[i, j] / D_i is not representable)"
+            )
     return alpha
 
 
@@ -752,6 +765,11 @@ def fit_decay_exponents(times: Any, freqs: Any, *, t_min: float) -> torch.Tensor
     x = torch.log(t[window])
     y = torch.log(F[:, window, :]).mean(0)  # (C', K)
     xc = x - x.mean()
+    if float((xc**2).sum()) <= 0:
+        raise ValueError(
+            "times must hold at least two distinct values >= t_min: a slope against "
+            "log t needs a spread in t"
+        )
     return (xc[:, None] * (y - y.mean(0))).sum(0) / (xc**2).sum()
 
 
@@ -942,6 +960,13 @@ def draw_collapse(P: Any, prompt: Any, length: int, *, seed: int, window: int = 
 
     P = check_transition(P)
     K = P.shape[0]
+    length = check_size("length", length)
+    window = check_size("window", window)
+    if window > length:
+        raise ValueError(
+            f"length={length} is shorter than the snapshot window={window}: the snapshots "
+            "show windows of generated tokens"
+        )
     # the undecorated sampler: a figure's one short trajectory is not worth a result-cache
     # entry, and a chapter that sampled the same trajectory itself must not see a replay
     sample = getattr(sample_trajectories, "__wrapped__", sample_trajectories)

@@ -37,8 +37,11 @@ def from_column_stochastic(P_columns: Any, *, atol: float = 1e-6) -> torch.Tenso
 
 
 def to_column_stochastic(P: Any, *, atol: float = 1e-6) -> torch.Tensor:
-    """The book's row-stochastic ``P`` → Ildiz et al.'s column-stochastic layout (``Pᵀ``)."""
-    return check_stochastic_matrix("P", P, atol=atol).T.contiguous()
+    """The book's row-stochastic ``P`` → Ildiz et al.'s column-stochastic layout (``Pᵀ``).
+
+    A batch ``(..., K, K)`` is transposed matrix by matrix.
+    """
+    return check_stochastic_matrix("P", P, atol=atol).transpose(-1, -2).contiguous()
 
 
 def from_one_based(tokens: Any) -> torch.Tensor:

@@ -207,8 +207,8 @@ class LoglogFit:
 def loglog_fit(x: Any, y: Any) -> LoglogFit:
     """Fit a power law ``y ≈ C x^slope`` by least squares on ``(log x, log y)``.
 
-    Requires at least two points with ``x > 0`` and ``y > 0``; raises ``ValueError``
-    otherwise (no silent NaN slope).
+    Requires at least two points with ``x > 0`` and ``y > 0`` and two distinct ``x``;
+    raises ``ValueError`` otherwise (no silent NaN or arbitrary slope).
     """
     xs = _to_numpy("x", x, ndim=1)
     ys = _to_numpy("y", y, ndim=1)
@@ -221,6 +221,11 @@ def loglog_fit(x: Any, y: Any) -> LoglogFit:
     if np.any(xs <= 0) or np.any(ys <= 0):
         raise ValueError("x and y must be strictly positive for a log–log fit")
     lx, ly = np.log(xs), np.log(ys)
+    if np.ptp(lx) <= 1e-12 * max(1.0, float(np.abs(lx).max())):
+        raise ValueError(
+            "x must hold at least two distinct values; with no spread in x the slope of a "
+            f"log-log fit is undefined (got x = {xs[0]:.6g} throughout)"
+        )
     slope, intercept = np.polyfit(lx, ly, 1)
     resid = ly - (intercept + slope * lx)
     total = ((ly - ly.mean()) ** 2).sum()

@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -158,6 +159,13 @@ class TrainConfig:
         if self.grad_clip is not None:
             check_float("grad_clip", self.grad_clip, minimum=0.0, open_lower=True)
         check_size("eval_every", self.eval_every, minimum=0)
+        if isinstance(self.checkpoint_steps, (str, bytes)) or not isinstance(
+            self.checkpoint_steps, (tuple, list, range)
+        ):
+            raise TypeError(
+                "checkpoint_steps must be a tuple of steps, e.g. checkpoint_steps=(5,) for "
+                f"one checkpoint after 5 updates; got {self.checkpoint_steps!r}"
+            )
         for s in self.checkpoint_steps:
             check_int("checkpoint_steps entry", s, minimum=0, maximum=self.steps)
         check_size("progress_updates", self.progress_updates, limit=10**4)
@@ -367,7 +375,8 @@ def _diverged(what: str, step: int, runs: list[int], label: str, config: TrainCo
         f"{what} at step {step} in run(s) {runs[:10]}"
         f"{' of ' + label if label else ''}; setting: lr={config.lr}, "
         f"optimizer={config.optimizer}, schedule={config.schedule}, "
-        f"weight_decay={config.weight_decay}. Lower the learning rate or check the model."
+        f"weight_decay={config.weight_decay}. Lower the learning rate (lr, or lr_scale of "
+        "these runs) or check the model."
     )
 
 
@@ -420,14 +429,48 @@ def _slice_batch(batch: Batch, i: int) -> Batch:
     raise TypeError(f"batch_fn must return tensors (or tuples/dicts of them); got {type(batch)}")
 
 
-def _to_device(batch: Batch, device: torch.device) -> Batch:
+def _to_device(batch: Batch, device: torch.device, source: str = "batch_fn") -> Batch:
+    """``batch`` on ``device``; ``source`` names where it came from in errors."""
     if isinstance(batch, torch.Tensor):
         return batch.to(device)
     if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
+        return {k: _to_device(v, device, source) for k, v in batch.items()}
     if isinstance(batch, (tuple, list)):
-        return type(batch)(_to_device(v, device) for v in batch)
-    raise TypeError(f"eval_data must be tensors (or tuples/dicts of them); got {type(batch)}")
+        return type(batch)(_to_device(v, device, source) for v in batch)
+    what = "eval_data must be" if source == "eval_data" else f"{source} must return"
+    raise TypeError(
+        f"{what} tensors (or tuples/dicts of tensors); found a {type(batch).__name__} "
+        f"({batch!r:.60})"
+    )
+
+
+def _checked_loss(loss_fn: Callable[[ModelCall, Batch], torch.Tensor]) -> Callable[..., Any]:
+    """``loss_fn`` whose result is checked: one scalar tensor that autograd can follow."""
+
+    @functools.wraps(loss_fn)
+    def checked(model: ModelCall, batch: Batch) -> torch.Tensor:
+        try:
+            loss = loss_fn(model, batch)
+        except RuntimeError as err:
+            if ".item()" in str(err):
+                raise TypeError(
+                    "loss_fn calls .item() (or float()) on a tensor: return the loss as a "
+                    "tensor so that it can be differentiated and batched over runs"
+                ) from None
+            raise
+        if not isinstance(loss, torch.Tensor):
+            raise TypeError(
+                "loss_fn must return the loss as a scalar tensor (not a Python number: do "
+                f"not call .item() or float() on it); got {type(loss).__name__}"
+            )
+        if loss.numel() != 1:
+            raise ValueError(
+                f"loss_fn must return a scalar tensor, e.g. the mean over the batch; got "
+                f"shape {tuple(loss.shape)}"
+            )
+        return loss
+
+    return checked
 
 
 def _leading_dim(batch: Batch) -> int:
@@ -542,10 +585,10 @@ def train_runs(
     runner = _train_batched if batched else _train_looped
     start = time.perf_counter()
     if eval_data is not None:
-        eval_data = _to_device(eval_data, dev)
+        eval_data = _to_device(eval_data, dev, "eval_data")
     job = _Job(
         models,
-        loss_fn,
+        _checked_loss(loss_fn),
         batch_fn,
         eval_fn,
         eval_data,

@@ -28,6 +28,7 @@ __all__ = [
     "check_callable",
     "check_choice",
     "check_elements",
+    "check_finite_result",
     "check_fit",
     "check_float",
     "check_instance",
@@ -243,14 +244,14 @@ def check_fit(
         raise DivergenceError(
             f"{what} diverged at step {where[-1]} (run {tuple(where[:-1])}): loss "
             f"{hist[tuple(where)].item():.4g} from {hist[(*where[:-1], 0)].item():.4g}; "
-            "lower the step size"
+            "lower the step size (lr)"
         )
     finite = torch.isfinite(params.detach()).flatten(hist.ndim - 1).all(-1)
     if not bool(finite.all()):
         where = (~finite).nonzero()[0].tolist()
         raise DivergenceError(
             f"{what} diverged: non-finite parameters after the last step (run {tuple(where)}); "
-            "lower the step size"
+            "lower the step size (lr)"
         )
 
 
@@ -361,6 +362,8 @@ def as_tensor(
     """
     if isinstance(value, (str, bytes)) or value is None:
         raise TypeError(f"{name} must be an array or tensor of numbers; got {_show(value)}")
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype (e.g. torch.float64); got {_show(dtype)}")
     try:
         tensor = torch.as_tensor(value, device=device)
     except (TypeError, ValueError, RuntimeError) as err:
@@ -375,14 +378,29 @@ def as_tensor(
         and dtype.is_floating_point
         and not isinstance(value, (torch.Tensor, np.ndarray))
     ):
-        # Python floats: convert at the requested precision (torch's default is float32)
-        tensor = torch.as_tensor(value, dtype=dtype, device=device)
+        # Python floats are float64: keep them so before converting to the requested
+        # precision (torch's default would round them to float32 first)
+        tensor = torch.as_tensor(value, dtype=torch.float64, device=device)
     if dtype is not None:
         if tensor.is_floating_point() and not dtype.is_floating_point and tensor.numel():
             raise TypeError(f"{name} must hold integers; got {_show(tensor)}")
         if tensor.is_complex():
             raise TypeError(f"{name} must be real; got {_show(tensor)}")
-        tensor = tensor.to(dtype)
+        converted = tensor.to(dtype)
+        if (
+            finite
+            and dtype.is_floating_point
+            and tensor.is_floating_point()
+            and not is_traced(tensor)
+            and bool(torch.isfinite(tensor).all())
+            and not bool(torch.isfinite(converted).all())
+        ):
+            big = tensor.abs().max().item()
+            raise ValueError(
+                f"{name} has an entry too large for {str(dtype).replace('torch.', '')} "
+                f"(|entry| up to {big:.3g}; the largest is {torch.finfo(dtype).max:.3g})"
+            )
+        tensor = converted
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if tensor.ndim not in allowed:
@@ -398,6 +416,23 @@ def as_tensor(
     ):
         raise ValueError(f"{name} must contain only finite numbers (no NaN or inf)")
     return tensor
+
+
+def check_finite_result(value: torch.Tensor, what: str, inputs: str) -> torch.Tensor:
+    """Raise when a computed ``value`` is not finite although its inputs were.
+
+    Finite inputs can still overflow (``exp(1e200)``, ``1e200 * 1e200``); the caller names
+    the quantity (``what``) and the arguments it came from (``inputs``), so the error speaks
+    of the user's arguments and not of an intermediate.
+    """
+    check_instance("value", value, torch.Tensor)
+    if value.is_floating_point() and not is_traced(value):
+        if not bool(torch.isfinite(value).all()):
+            raise ValueError(
+                f"{what} overflowed (not finite) for these {inputs}: their entries are too "
+                "large in magnitude; scale them down"
+            )
+    return value
 
 
 def check_prob_vector(

@@ -36,6 +36,7 @@ from ..core.validation import (
     as_tensor,
     check_bool,
     check_choice,
+    check_finite_result,
     check_float,
     check_int,
     check_probability,
@@ -123,6 +124,8 @@ def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransforme
         raise ValueError("theta_star for p + q > 1 (eq. (10)) needs the FF layer")
     out = copy.deepcopy(model)
     d, r = out.d, out.ff_width
+    if p * q < 1e-300:
+        raise ValueError(f"p={p:g} and q={q:g} are too close to 0: log((1-p)(1-q)/(pq)) overflows")
     gap = math.log((1 - p) * (1 - q) / (p * q))  # > 0 iff p + q < 1
     _zero_attention_and_ff(out)
     with torch.no_grad():
@@ -154,6 +157,13 @@ def theta_pi(model: MarkovTransformer, P: Any) -> MarkovTransformer:
     model = _check_model(model)
     P = _kernel_for(model, P)
     pi = stationary_distribution(P)
+    if bool((pi <= 0).any()):
+        zero = int((pi <= 0).nonzero()[0])
+        raise ValueError(
+            f"P's stationary law puts no mass on state {zero} (pi = {pi.tolist()}): the "
+            "unigram point theta_pi needs the bias log pi, which is -inf there; use a P "
+            "whose chain visits every state"
+        )
     out = copy.deepcopy(model)
     _zero_attention_and_ff(out)
     with torch.no_grad():
@@ -305,6 +315,7 @@ def _pos_moments(pos: Any) -> tuple[torch.Tensor, torch.Tensor]:
     pos = as_tensor("pos", pos, ndim=2).detach()
     u = pos.mean(0)  # (d,)
     V0 = pos.T @ pos / pos.shape[0]  # (d, d): sum_n p_n p_n^T / N
+    check_finite_result(V0, "the second moment of the positional embeddings", "pos")
     return u, V0
 
 
@@ -394,6 +405,7 @@ def layer_norm_unigram_hessian(
     p = check_probability("p", p)
     q = check_probability("q", q)
     pos = as_tensor("pos", pos, ndim=2).detach().to(torch.float64)
+    _pos_moments(pos)  # the moments must be finite (checked, with the message, there)
     tied = check_bool("tied", tied)
     eps = check_float("eps", eps, minimum=0.0, open_lower=True)
     N, d = pos.shape
@@ -638,6 +650,7 @@ def loss_plane(
 
     with torch.no_grad():
         values = vmap(one)(grid)
+    check_finite_result(values, "the loss on the plane", "t (the plane's coordinates)")
     return values.reshape(S.shape)
 
 
@@ -660,7 +673,16 @@ def appendix_d_logits(
     for x in (1, 0):
         s = vals["e"] * x + vals["p"]
         n_active = beta if vals["w1"] * s > 0 else r - beta
-        out.append(vals["e"] * d * s * (1 + vals["w1"] ** 2 * d * n_active) + vals["b"])
+        try:
+            logit = vals["e"] * d * s * (1 + vals["w1"] ** 2 * d * n_active) + vals["b"]
+        except OverflowError:
+            logit = math.inf
+        if not math.isfinite(logit):
+            raise ValueError(
+                f"the logit overflows for e={vals['e']:g}, p={vals['p']:g}, "
+                f"w1={vals['w1']:g}, b={vals['b']:g}: these values are too large in magnitude"
+            )
+        out.append(logit)
     return out[0], out[1]
 
 

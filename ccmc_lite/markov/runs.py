@@ -324,6 +324,8 @@ def threshold_bracket(ps: Any, gaps: Any, *, level: float = 0.5) -> tuple[float,
     if isinstance(ps, (list, tuple)):
         ps = torch.tensor(ps, dtype=torch.float64)  # keep the given decimals exactly
     ps = as_tensor("ps", ps, ndim=1)
+    if bool(((ps <= 0) | (ps >= 1)).any()):
+        raise ValueError(f"ps must be switching probabilities in (0, 1); got {ps.tolist()}")
     gaps = as_tensor("gaps", gaps, ndim=2)
     level = check_float("level", level)
     if gaps.shape[0] != ps.shape[0] or gaps.shape[1] < 1:

@@ -79,8 +79,27 @@ def _check_n(n: int) -> int:
     return check_size("n", n, minimum=1)
 
 
-def _check_alpha(alpha: float) -> float:
-    return check_float("alpha", alpha, minimum=0.0, open_lower=True)
+def _alpha_range(dtype: torch.dtype = torch.float64) -> tuple[float, float]:
+    """The Dirichlet concentrations :func:`dirichlet` can sample in ``dtype``.
+
+    Below the lower end the boost ``log U / α`` of the Gamma sampler overflows (every
+    entry of a row would be ``-inf`` and the row ``0/0``); above the upper end ``α + 1``
+    overflows and the rejection step never accepts.
+    """
+    info = torch.finfo(dtype)
+    return -4.0 * math.log(info.tiny) / info.max, info.max / 64.0
+
+
+def _check_alpha(alpha: float, dtype: torch.dtype = torch.float64) -> float:
+    alpha = check_float("alpha", alpha, minimum=0.0, open_lower=True)
+    lo, hi = _alpha_range(dtype)
+    if not lo <= alpha <= hi:
+        raise ValueError(
+            f"alpha={alpha:g} cannot be sampled in {str(dtype).replace('torch.', '')}: "
+            f"use {lo:.3g} <= alpha <= {hi:.3g} (outside, the Gamma variates over- or "
+            "underflow)"
+        )
+    return alpha
 
 
 def _check_T(T: int, n: int) -> int:
@@ -184,13 +203,22 @@ def dirichlet(
     the α-sweeps use to sample all their runs in one call.
     """
     S = _check_S(S)
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(
+            f"dtype must be torch.float32 or torch.float64 (the Gamma sampler needs their "
+            f"range); got {dtype}"
+        )
     gen = _generator(generator, seed)
     if isinstance(alpha, torch.Tensor):
+        lo, hi = _alpha_range(dtype)
+        if not bool(torch.isfinite(alpha).all()) or not bool(((alpha >= lo) & (alpha <= hi)).all()):
+            raise ValueError(
+                f"alpha must lie in [{lo:.3g}, {hi:.3g}] everywhere, the concentrations "
+                f"{str(dtype).replace('torch.', '')} can sample"
+            )
         a = alpha.to(dtype)
-        if not bool((a > 0).all()) or not bool(torch.isfinite(a).all()):
-            raise ValueError("alpha must be > 0 and finite everywhere")
     else:
-        a = torch.tensor(_check_alpha(alpha), dtype=dtype)
+        a = torch.tensor(_check_alpha(alpha, dtype), dtype=dtype)
     shape = check_shape("shape", shape, minimum=0, per_entry=S)  # before any gamma variate
     a = torch.broadcast_to(a.reshape((*a.shape, 1)), (*shape, S))  # (*shape, S)
     return torch.softmax(_log_gamma(a, gen), dim=-1)
@@ -327,14 +355,17 @@ def history_codes(tokens: torch.Tensor, S: int, length: int) -> torch.Tensor:
     """Integer code of the ``length`` tokens ending at each position (oldest most significant).
 
     ``codes[..., t] = sum_j tokens[..., t-length+1+j] S^(length-1-j)`` for
-    ``t >= length-1``; earlier entries are ``-1`` (no full history). ``length = 0`` gives
-    all zeros (the empty history).
+    ``t >= length-1``; earlier entries are ``-1`` (no full history), so a ``length`` above
+    the sequence length gives ``-1`` everywhere. ``length = 0`` gives all zeros (the empty
+    history).
     """
     S = _check_S(S)
     length = check_size("length", length, minimum=0)
     x = check_tokens("tokens", tokens, S)
     T = x.shape[-1]
     codes = torch.zeros_like(x)
+    if length > T:  # no position has a full history
+        return torch.full_like(x, -1)
     if length == 0:
         return codes
     for j in range(length):

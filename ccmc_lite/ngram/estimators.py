@@ -27,6 +27,7 @@ Positions. ``positions="last"`` predicts ``x_{T+1}`` from ``x_1..x_T`` (shape ``
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -82,7 +83,8 @@ def _codes_with_virtual_end(x: torch.Tensor, S: int, offsets: tuple[int, ...]) -
     code = torch.zeros(*x.shape[:-1], T + 1, dtype=torch.long)
     for h in offsets:
         shifted = torch.zeros_like(code)
-        shifted[..., h:] = x[..., : T + 1 - h]
+        if h <= T:  # a longer lag leaves the sequence everywhere (code -1 below)
+            shifted[..., h:] = x[..., : T + 1 - h]
         code = code * S + shifted
     if offsets:
         code[..., : max(offsets)] = -1
@@ -253,7 +255,8 @@ def cross_entropy(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         y = check_prob_vector("target", target, atol=1e-4)
         if y.shape != p.shape:
             raise ValueError(
-                f"target must have the shape of pred {tuple(p.shape)}; got {tuple(y.shape)}"
+                f"target must have the shape of pred {tuple(p.shape)} (one column per "
+                f"token, S={p.shape[-1]}); got {tuple(y.shape)}"
             )
         safe = torch.where(y > 0, p, torch.ones_like(p))
         return -(y * torch.log(safe)).sum(-1)
@@ -264,6 +267,16 @@ def cross_entropy(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         )
     picked = torch.gather(p, -1, tok.unsqueeze(-1)).squeeze(-1)
     return -torch.log(picked)
+
+
+def _check_target_columns(target: Any, S: Any) -> None:
+    """A probability ``target`` needs one column per token: ``S`` of them."""
+    if isinstance(target, torch.Tensor) and target.is_floating_point() and target.ndim:
+        if isinstance(S, int) and not isinstance(S, bool) and target.shape[-1] != S:
+            raise ValueError(
+                f"target has {target.shape[-1]} columns (tokens) but S={S}: pass the "
+                "vocabulary size of the data"
+            )
 
 
 def smoothing_losses(
@@ -286,6 +299,7 @@ def smoothing_losses(
         ``(len(smoothings),)`` float64: the mean loss in nats for each ``β``.
     """
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
+    _check_target_columns(target, S)
     betas = check_numbers("smoothings", smoothings, minimum=0.0, open_lower=False)
     counts = subset_counts(tokens, S, offsets)  # (*batch, S)
     losses = [cross_entropy(_normalise(counts, S, b), target).mean() for b in betas]
@@ -306,6 +320,7 @@ def estimator_losses(
     Returns ``{k: mean loss in nats}``; the value is ``inf`` if ``smoothing = 0`` and an
     estimator missed a token somewhere.
     """
+    _check_target_columns(target, S)
     out = {}
     for k in ks:
         pred = kgram_estimator(tokens, S, k, smoothing=smoothing)

@@ -39,6 +39,7 @@ from ..core.validation import (
     check_power,
     check_prob_vector,
     check_size,
+    check_tokens,
 )
 from .data import NGramBatch, flatten_transitions, history_codes, suffix_conditional
 from .models import construction_limit, offsets_for_k
@@ -306,6 +307,12 @@ class SuffixModel(nn.Module):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``(B, S)`` next-token probabilities."""
+        tokens = check_tokens("tokens", tokens, self.S, ndim=2)
+        if self.L > tokens.shape[-1]:
+            raise ValueError(
+                f"tokens has {tokens.shape[-1]} positions, fewer than the model's "
+                f"suffix_len={self.L}"
+            )
         code = history_codes(tokens, self.S, self.L)[:, -1] if self.L else tokens[:, 0] * 0
         return torch.softmax(self.W[code], dim=-1)
 
@@ -320,9 +327,13 @@ def suffix_law(
     S = check_size("S", S, minimum=2)
     L = check_size("L", L, minimum=0)
     check_power("S^L suffixes", S, L)
-    tokens = as_tensor("tokens", tokens, dtype=torch.long, ndim=2)
+    tokens = check_tokens("tokens", tokens, S, ndim=2)
+    if L > tokens.shape[-1]:
+        raise ValueError(f"L={L} exceeds the {tokens.shape[-1]} tokens of each sequence")
     prob = check_prob_vector("prob", prob)
     nxt = _check_law("nxt", nxt, rows=tokens.shape[0])
+    if nxt.shape[-1] != S:
+        raise ValueError(f"nxt has {nxt.shape[-1]} columns (tokens) but S={S}")
     if prob.shape != (tokens.shape[0],):
         raise ValueError(f"prob must have shape ({tokens.shape[0]},); got {tuple(prob.shape)}")
     code = (
@@ -394,7 +405,13 @@ def fit_theorem42(
         raise ValueError("c, T, stat and grad_norm must have the same length")
     if np.any(g <= 0):
         raise ValueError("grad_norm must be positive to fit relative errors")
-    X = np.stack([np.sqrt(c) * stat, T * np.sqrt(c) * np.exp(-c)], axis=1) / g[:, None]
+    with np.errstate(over="ignore", under="ignore"):
+        X = np.stack([np.sqrt(c) * stat, T * np.sqrt(c) * np.exp(-c)], axis=1) / g[:, None]
+    if not np.all(np.isfinite(X)):
+        raise ValueError(
+            "grad_norm is too small (or c, T, stat too large) for the relative errors "
+            "term / grad_norm to be finite; rescale the measurements"
+        )
     coef, _ = nnls(X, np.ones_like(g))
     return float(coef[0]), float(coef[1])
 
@@ -440,6 +457,11 @@ def decay_fits(T: Any, values: Any) -> dict[str, tuple[float, float]]:
         raise ValueError("T and values need the same length, at least 3")
     if np.any(t <= 0) or np.any(v <= 0):
         raise ValueError("T and values must be positive")
+    if np.unique(t).size < 3:
+        raise ValueError(
+            f"T must hold at least 3 distinct values to compare two 2-parameter fits; got "
+            f"{np.unique(t).size} ({np.unique(t).tolist()})"
+        )
     out = {}
     for name, x in (("power", np.log(t)), ("exponential", t)):
         A = np.stack([np.ones_like(x), x], axis=1)

@@ -44,6 +44,10 @@ from ..core.validation import (
     is_traced,
 )
 
+#: The largest ``init_scale`` a model accepts: beyond it the float32 weights and their
+#: attention scores overflow, and no learning-rate schedule recovers from that.
+INIT_SCALE_MAX = 1e6
+
 __all__ = [
     "AttentionOnlyTransformer",
     "SimplifiedTransformer",
@@ -67,7 +71,16 @@ def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
         raise ValueError("scores must not contain NaN or +inf (-inf masks a key)")
     T = scores.shape[-1]
     mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
-    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    masked = scores.masked_fill(~mask, float("-inf"))
+    if not is_traced(scores):
+        empty = torch.isneginf(masked).all(-1)  # (..., T): a query with no key left
+        if bool(empty.any()):
+            row = tuple(int(i) for i in empty.nonzero()[0].tolist())
+            raise ValueError(
+                f"scores row {row} is -inf on every key j <= i: that query has no key to "
+                "attend to, and its softmax would be 0/0"
+            )
+    return torch.softmax(masked, dim=-1)
 
 
 def first_layer_attention(A1: torch.Tensor) -> torch.Tensor:
@@ -156,7 +169,7 @@ class SimplifiedTransformer(nn.Module):
         self.T = check_size("T", T, minimum=1)
         self.H = check_size("n_heads", n_heads, minimum=0, limit=1024)
         self.d = self.S if d is None else check_size("d", d, minimum=self.S)
-        init_scale = check_float("init_scale", init_scale, minimum=0.0)
+        init_scale = check_float("init_scale", init_scale, minimum=0.0, maximum=INIT_SCALE_MAX)
         D = (self.H + 1) * self.d
         self.D = D
         self.register_buffer("E", _orthonormal_embedding(self.S, self.d))  # (S, d)
@@ -306,7 +319,7 @@ class AttentionOnlyTransformer(nn.Module):
         if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence) or not heads:
             raise ValueError(f"heads must be a non-empty sequence of ints; got {heads!r}")
         self.heads = tuple(check_size("heads entry", h, minimum=1, limit=1024) for h in heads)
-        init_scale = check_float("init_scale", init_scale, minimum=0.0)
+        init_scale = check_float("init_scale", init_scale, minimum=0.0, maximum=INIT_SCALE_MAX)
         if self.embedding == "onehot":
             if d is not None and d != S + T:
                 raise ValueError(f"d must be S+T={S + T} for one-hot embeddings; got {d}")
@@ -454,7 +467,14 @@ def _construction(
     ) in blocks:  # eqs. (10a)-(10b): Q2 = √c Σ_j s_j^kb (s_j^qb)^T, K2 = √c Σ_j s^kb s^kb^T
         Q2[kb * d : (kb + 1) * d, qb * d : (qb + 1) * d] += root_c * proj
         K2[kb * d : (kb + 1) * d, kb * d : (kb + 1) * d] = root_c * proj
-    return {"A1": A1, "V1": V1, "Q2": Q2, "K2": K2}
+    out = {"A1": A1, "V1": V1, "Q2": Q2, "K2": K2}
+    for name, value in out.items():
+        if not bool(torch.isfinite(value).all()):
+            raise ValueError(
+                f"c={c:g} is too large: the construction's {name} overflows "
+                f"{str(value.dtype).replace('torch.', '')}"
+            )
+    return out
 
 
 def theta_star(
@@ -536,7 +556,7 @@ def load_parameters(model: SimplifiedTransformer, params: dict[str, torch.Tensor
         raise ValueError(f"params is missing {sorted(missing)}")
     with torch.no_grad():
         for name, p in named.items():
-            value = torch.as_tensor(params[name])
+            value = as_tensor(f"params[{name!r}]", params[name], dtype=p.dtype)
             if value.shape != p.shape:
                 raise ValueError(
                     f"params[{name!r}] must have shape {tuple(p.shape)}; got {tuple(value.shape)}"

@@ -339,7 +339,12 @@ def detect_stages(
         raise ValueError(f"steps and loss must have the same length; got {x.size}, {n}")
     if n > 1 and not np.all(np.diff(x) > 0):
         raise ValueError("steps must be strictly increasing")
-    span = check_size("span", span, minimum=2, limit=max(n, 2))  # at most the whole series
+    span = check_size("span", span, minimum=2)
+    if span > max(n, 2):
+        raise ValueError(
+            f"loss has {n} point(s) (after the moving average), fewer than span={span}: "
+            "a flat stretch is judged over span consecutive points"
+        )
     tol = check_float("tol", tol, minimum=0.0, open_lower=True)
     min_points = check_size("min_points", min_points, limit=max(n, 1))
     min_separation = check_float("min_separation", min_separation, minimum=0.0)
@@ -412,7 +417,10 @@ def _check_sequences_and_targets(
     tok = check_tokens("tokens", tokens, S, ndim=2)
     tgt = check_prob_vector("target", target)
     if tgt.shape != (tok.shape[0], S):
-        raise ValueError(f"target must have shape ({tok.shape[0]}, {S}); got {tuple(tgt.shape)}")
+        raise ValueError(
+            f"target must have shape (B, S) = ({tok.shape[0]}, {S}), one row per sequence of "
+            f"tokens and one column per token (S={S}); got {tuple(tgt.shape)}"
+        )
     return tok, tgt, S
 
 

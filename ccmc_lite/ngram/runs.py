@@ -463,6 +463,9 @@ def stage_summary(
     w = as_tensor("offset_weight", offset_weight, ndim=4).numpy()
     eval_steps = as_tensor("eval_steps", eval_steps, ndim=1).numpy()
     checkpoint_steps = as_tensor("checkpoint_steps", checkpoint_steps, ndim=1).numpy()
+    for name, steps in (("eval_steps", eval_steps), ("checkpoint_steps", checkpoint_steps)):
+        if steps.size > 1 and not np.all(np.diff(steps) > 0):
+            raise ValueError(f"{name} must be strictly increasing; got {steps.tolist()[:8]}")
     if w.shape[0] != loss.shape[0]:
         raise ValueError(
             "test_loss must be (R, E) and offset_weight (R, C, H, n - 1) with the same R; "
