@@ -154,7 +154,7 @@ def test_changing_an_input_fails_without_corrupting_the_check():
     assert check_tensor_softmax(lambda x: torch.softmax(x, 0), quiet=True)
 
 
-def test_the_references_are_computed_first_on_their_own_copies():
+def test_each_reference_is_computed_after_the_learner_on_its_own_copy():
     order = []
 
     def reference(x):
@@ -170,7 +170,8 @@ def test_the_references_are_computed_first_on_their_own_copies():
     shared = torch.ones(3, dtype=torch.float64)
     exercise = Exercise("sum", reference=reference, cases=[(shared,), (shared,)])
     res = exercise.check(learner, argument="my_sum", quiet=True)
-    assert order == ["reference", "reference", "learner", "learner"]
+    # no reference answer exists while the learner's code runs (a frame could hold it)
+    assert order == ["learner", "reference", "learner", "reference"]
     assert torch.equal(shared, torch.ones(3, dtype=torch.float64))
     assert len(res.failures) == 2 and all("changed x in place" in f for f in res.failures)
 
@@ -579,3 +580,166 @@ def test_chapter_overview_of_this_book():
     assert [r["path"].split("/")[1] for r in rows][:1] == ["part1"]
     assert rows[-1]["path"] == "book/closing/one_lens.md"
     assert all(r["exercises"] >= 2 for r in rows), [(r["path"], r["exercises"]) for r in rows]
+
+
+# --- a checker cannot be hung, crashed, left in a changed state or read from a frame ------
+
+
+def test_a_bare_except_loop_cannot_outlast_the_time_limit():
+    def hides(n):
+        while True:  # a common beginner pattern: retry whatever happens
+            try:
+                time.sleep(0.01)
+            except:  # noqa: E722 (the point of the test)
+                pass
+
+    def hides_in_handler(n):
+        while True:
+            try:
+                endless(n)
+            except BaseException:
+                try:
+                    endless(n)
+                except BaseException:
+                    continue
+
+    for learner in (hides, hides_in_handler):
+        start = time.monotonic()
+        res = slow_exercise().check(learner, quiet=True)
+        assert time.monotonic() - start < 3, learner.__name__
+        assert not res and "stopped after 0.3 s" in res.message
+        assert sys.gettrace() is None  # the engine's trace function is gone again
+
+
+class _Blocks:
+    """A result whose conversion to a number never returns."""
+
+    def __float__(self):
+        while True:
+            time.sleep(0.01)
+
+    def __array__(self, dtype=None, copy=None):
+        while True:
+            time.sleep(0.01)
+
+
+class _BlockingFloat(float):
+    """A float whose conversion to a plain float never returns."""
+
+    def __float__(self):
+        while True:
+            pass
+
+
+class _Explodes(torch.Tensor):
+    """A tensor subclass whose detach raises."""
+
+    def detach(self):
+        raise RuntimeError("no detaching me")
+
+
+def test_reading_the_learners_result_is_limited_and_cannot_crash_the_checker():
+    start = time.monotonic()
+    res = slow_exercise(0.5).check(lambda n: _Blocks(), quiet=True)
+    assert time.monotonic() - start < 20 and not res  # refused unread: not a number
+    assert "expected a number/array, got _Blocks" in res.message
+    start = time.monotonic()
+    res = slow_exercise(0.5).check(lambda n: _BlockingFloat(n), quiet=True)
+    assert time.monotonic() - start < 5 and not res
+    assert "stopped after 0.5 s" in res.message
+    res = slow_exercise(2.0).check(
+        lambda n: torch.tensor(float(n)).as_subclass(_Explodes), quiet=True
+    )
+    assert not res and "RuntimeError: no detaching me" in res.message
+    value = check_value_exercise().check(_Blocks(), quiet=True)
+    assert not value and "expected a number/array, got _Blocks" in value.message
+    start = time.monotonic()
+    value = check_value_exercise().check(_BlockingFloat(0.5), quiet=True)
+    assert time.monotonic() - start < 10 and not value and "could not be read" in value.message
+
+
+def check_value_exercise():
+    return Exercise("a value", expected=lambda: 0.5)
+
+
+def test_global_torch_numpy_and_python_state_is_restored_after_a_check():
+    import random
+
+    def meddles(n):
+        torch.set_default_dtype(torch.float32 if n % 2 else torch.float64)
+        torch.set_num_threads(1)
+        torch.manual_seed(123)
+        torch.set_grad_enabled(False)
+        np.random.seed(5)  # noqa: NPY002 (the legacy global generator, on purpose)
+        random.seed(7)
+        return n
+
+    before = (
+        torch.get_default_dtype(),
+        torch.get_num_threads(),
+        torch.random.get_rng_state(),
+        torch.is_grad_enabled(),
+        np.random.get_state()[1].copy(),  # noqa: NPY002
+        random.getstate(),
+    )
+    assert slow_exercise(5.0).check(meddles, quiet=True)
+    after = (
+        torch.get_default_dtype(),
+        torch.get_num_threads(),
+        torch.random.get_rng_state(),
+        torch.is_grad_enabled(),
+        np.random.get_state()[1].copy(),  # noqa: NPY002
+        random.getstate(),
+    )
+    assert before[:2] == after[:2] and before[3] == after[3] and before[5] == after[5]
+    assert torch.equal(before[2], after[2]) and np.array_equal(before[4], after[4])
+
+
+def _values_in_frames(frame):
+    """Every number, array and tensor in the locals of ``frame`` and its callers."""
+    found = []
+
+    def walk(value, depth=0):
+        if isinstance(value, (torch.Tensor, np.ndarray, float)):
+            found.append(value)
+        elif depth < 2 and isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v, depth + 1)
+        elif depth < 2 and isinstance(value, dict):
+            for v in value.values():
+                walk(v, depth + 1)
+
+    while frame is not None:
+        for value in frame.f_locals.values():
+            walk(value)
+        frame = frame.f_back
+    return found
+
+
+@pytest.mark.parametrize("which", ["softmax", "kgram"])
+def test_no_frame_holds_a_reference_answer_while_the_learners_code_runs(which):
+    from ccmc_lite.ngram.exercises import check_kgram_estimator
+
+    check = check_tensor_softmax if which == "softmax" else check_kgram_estimator
+    exercise = check.exercise
+    seen = []
+
+    def snoop(*args):
+        seen.append(_values_in_frames(inspect.currentframe().f_back))
+        return exercise.reference(*args)
+
+    assert exercise.check(snoop, quiet=True)
+    cases = exercise.cases_for(0)  # the answers, computed only now
+    answers = [exercise._view(exercise.reference(*c.args), c) for c in cases]
+    assert len(seen) == len(answers) > 1
+    for k, (answer, values) in enumerate(zip(answers, seen, strict=True)):
+        if any(torch.equal(answer, earlier) for earlier in answers[:k]):
+            continue  # the learner's own earlier answer may equal it
+        for v in values:
+            same = (
+                isinstance(v, torch.Tensor)
+                and v.shape == answer.shape
+                and v.dtype == answer.dtype
+                and torch.equal(v, answer)
+            )
+            assert not same, "a frame held the reference answer of the current case"

@@ -12,12 +12,20 @@ checker has the same signature::
 (value checkers may add keyword-only *settings*, such as the grid an answer was computed on).
 A checker never raises on a wrong answer: it prints one ✅/❌ line naming the failing input,
 the expected and the returned value, and returns a :class:`CheckResult` that is truthy only
-when every case passed. It is safe to hand it any code: the references are computed first,
-the learner's function gets a deep copy of every input (changing an input in place is
-reported, and cannot corrupt the reference or a later case), every exception it raises is
-reported (``SystemExit`` included; ``KeyboardInterrupt`` still interrupts), and the whole
-exercise stops after its ``time_limit`` (:data:`~ccmc_lite.core.TIME_LIMIT_S` seconds by
-default).
+when every case passed. It is safe to hand it any code:
+
+* the learner's function gets a deep copy of every input (changing an input in place is
+  reported, and cannot corrupt the reference or a later case);
+* a case's reference answer is computed only after the learner's call has returned, so no
+  frame the learner's code can inspect holds it;
+* every exception the learner's code raises is reported (``SystemExit`` included;
+  ``KeyboardInterrupt`` still interrupts), also while its result is read and compared;
+* the whole exercise stops after its ``time_limit`` (:data:`~ccmc_lite.core.TIME_LIMIT_S`
+  seconds by default): in the main thread the alarm is re-armed and every further line of
+  the learner's code raises, so an ``except:`` clause in a loop cannot swallow the stop;
+  reading and comparing the result has a limit of its own (:data:`COMPARE_LIMIT_S`);
+* what the learner's code changes in the process (default dtype, random generators,
+  threads, grad mode) is restored after each case.
 
 >>> def ref_double(x):
 ...     return 2 * x
@@ -37,6 +45,7 @@ import copy
 import ctypes
 import functools
 import inspect
+import random
 import re
 import signal
 import sys
@@ -260,20 +269,58 @@ def _alarm_available() -> bool:
     return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
-@contextlib.contextmanager
-def _alarm(deadline: float) -> Iterator[None]:
-    """Raise :class:`CheckTimeout` in this (main) thread at ``deadline`` (``time.monotonic``).
+def _post_stop(ident: int, stop: bool = True) -> None:
+    """Ask thread ``ident`` to raise :class:`CheckTimeout` at its next check (or cancel it)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(ident), ctypes.py_object(CheckTimeout) if stop else None
+    )
 
-    An interval timer that was already running (e.g. a test runner's) is honoured: the alarm
-    is set to whichever is due first, and the outer timer is re-armed afterwards.
+
+def _stop_at_next_line(frame: Any, event: str, arg: Any) -> Any:
+    """A trace function that raises :class:`CheckTimeout` at the next line or call.
+
+    Not at an ``exception`` or ``return`` event: the stop is on its way there already, and
+    a learner's ``except:`` clause that swallows it starts with a line, where it is raised
+    again.
+    (CPython switches tracing off when a trace function raises; the alarm switches it
+    back on every few milliseconds until the learner's code has returned.)
     """
+    if event in ("line", "call"):
+        raise CheckTimeout
+    return _stop_at_next_line  # "exception", "return": the stop is on its way already
+
+
+def _trace_frames(frame: Any, boundary: Any, tracer: Callable[..., Any]) -> None:
+    """Trace the lines of ``frame`` and its callers, up to (not including) ``boundary``."""
+    while frame is not None and frame is not boundary:
+        frame.f_trace = tracer
+        frame.f_trace_lines = True
+        frame = frame.f_back
+
+
+def _call_in_main_thread(fn: Callable[[], Any], deadline: float) -> Any:
+    """``fn()`` under a ``SIGALRM`` timer; at ``deadline`` the learner's code is stopped.
+
+    The alarm raises :class:`CheckTimeout` (which interrupts a blocking call such as
+    ``time.sleep``), fires again every 20 ms, and traces the learner's frames with
+    :func:`_stop_at_next_line`. An interval timer that was already running (e.g. a test runner's) is
+    honoured: the alarm is set to whichever is due first, and the outer timer is re-armed
+    afterwards.
+    """
+    boundary = sys._getframe()
+    previous_trace = sys.gettrace()
     start = time.monotonic()
     outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
     outer_fired = False
+    stopped = False
 
     def on_alarm(signum: int, frame: Any) -> None:
-        nonlocal outer_fired
-        if time.monotonic() >= deadline - 1e-3:
+        nonlocal outer_fired, stopped
+        if stopped or time.monotonic() >= deadline - 1e-3:
+            stopped = True
+            signal.setitimer(signal.ITIMER_REAL, 0.02)  # again, until fn has returned
+            _trace_frames(frame, boundary, _stop_at_next_line)
+            sys.settrace(_stop_at_next_line)  # last: the engine's calls above untraced
             raise CheckTimeout
         signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 1e-3))
         outer_fired = True  # the outer timer was due first: pass it on
@@ -283,9 +330,14 @@ def _alarm(deadline: float) -> Iterator[None]:
     previous = signal.signal(signal.SIGALRM, on_alarm)
     delay = min(deadline - start, outer_delay) if outer_delay > 0 else deadline - start
     signal.setitimer(signal.ITIMER_REAL, max(delay, 1e-3))
+    value: Any = None
     try:
-        yield
+        value = fn()
+    except BaseException:
+        if not stopped:
+            raise
     finally:
+        sys.settrace(previous_trace)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
         if outer_fired and outer_interval > 0:
@@ -293,48 +345,116 @@ def _alarm(deadline: float) -> Iterator[None]:
         elif outer_delay > 0 and not outer_fired:
             left = max(outer_delay - (time.monotonic() - start), 1e-6)
             signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
-
-
-def _stop_thread(thread: threading.Thread) -> None:
-    """Ask a runaway worker thread to stop (takes effect at its next Python instruction)."""
-    if thread.ident is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(
-            ctypes.c_ulong(thread.ident), ctypes.py_object(CheckTimeout)
-        )
-
-
-def _call_limited(fn: Callable[[], Any], deadline: float) -> Any:
-    """``fn()``, raising :class:`CheckTimeout` if it is still running at ``deadline``.
-
-    In the main thread a ``SIGALRM`` timer interrupts the learner's code; elsewhere (no
-    signals there) the call runs in a daemon thread that is abandoned, and asked to stop,
-    when the time is up.
-    """
-    if deadline - time.monotonic() <= 0:
+    if stopped:
         raise CheckTimeout
-    if _alarm_available():
-        with _alarm(deadline):
-            value = fn()
-    else:
-        box: dict[str, Any] = {}
+    return value
 
-        def work() -> None:
+
+def _call_in_worker(fn: Callable[[], Any], deadline: float) -> Any:
+    """``fn()`` in a daemon thread (no signals outside the main thread).
+
+    At the deadline the worker is asked to stop (an asynchronous :class:`CheckTimeout`),
+    again every 10 ms for up to :data:`WORKER_GRACE_S` seconds, and then abandoned. This
+    path (a checker called from a thread other than the main one) is best effort: unlike
+    the main thread's, it cannot trace the worker's lines, so a learner's code that
+    catches every exception in a loop may keep running in the background.
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
             try:
                 box["value"] = fn()
             except BaseException as err:  # handed to the caller's thread below
                 box["error"] = err
+            finally:
+                done.set()
+                _post_stop(threading.get_ident(), stop=False)
+        except CheckTimeout:  # a stop that arrived after fn had returned
+            pass
 
-        worker = threading.Thread(target=work, name="ccmc-lite-check", daemon=True)
-        worker.start()
-        worker.join(max(deadline - time.monotonic(), 0.0))
-        if worker.is_alive():
-            _stop_thread(worker)
-            raise CheckTimeout
-        if "error" in box:
-            raise box["error"]
-        value = box["value"]
-    if time.monotonic() > deadline:  # the learner's code caught CheckTimeout and went on
+    worker = threading.Thread(target=work, name="ccmc-lite-check", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if worker.is_alive() and worker.ident is not None:
+        give_up = time.monotonic() + WORKER_GRACE_S
+        while worker.is_alive() and not done.is_set() and time.monotonic() < give_up:
+            _post_stop(worker.ident)
+            worker.join(0.01)
         raise CheckTimeout
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+#: Seconds a worker thread is asked to stop, after its deadline, before it is abandoned.
+WORKER_GRACE_S = 2.0
+
+
+def _call_limited(fn: Callable[[], Any], deadline: float) -> Any:
+    """``fn()``, raising :class:`CheckTimeout` if it is still running at ``deadline``."""
+    if deadline - time.monotonic() <= 0:
+        raise CheckTimeout
+    if _alarm_available():
+        value = _call_in_main_thread(fn, deadline)
+    else:
+        value = _call_in_worker(fn, deadline)
+    if time.monotonic() > deadline:  # finished, but only after the limit
+        raise CheckTimeout
+    return value
+
+
+@contextlib.contextmanager
+def _global_state_restored() -> Iterator[None]:
+    """Undo what the learner's code changes in the process: dtype, generators, threads.
+
+    A solution that calls ``torch.set_default_dtype``, ``torch.manual_seed``,
+    ``torch.set_num_threads``, ``torch.set_grad_enabled`` or ``np.random.seed`` must not
+    change the notebook it was checked in, nor the reference computed after it.
+    """
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch_rng, np_rng, py_rng = (
+        torch.random.get_rng_state(),
+        np.random.get_state(),  # noqa: NPY002 (the legacy global generator, restored)
+        random.getstate(),
+    )
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        if torch.are_deterministic_algorithms_enabled() != deterministic:
+            torch.use_deterministic_algorithms(deterministic)
+        torch.random.set_rng_state(torch_rng)
+        np.random.set_state(np_rng)  # noqa: NPY002
+        random.setstate(py_rng)
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """A copy of the learner's result made of plain tensors, arrays and numbers.
+
+    Taken inside the time limit, so that comparing it later runs none of the learner's
+    code (a tensor subclass, an object whose ``__float__`` loops).
+    """
+    if depth > 8:
+        return value
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True).as_subclass(torch.Tensor)
+    if isinstance(value, np.ndarray):
+        return np.array(value, copy=True)
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if type(value) in (list, tuple):
+        return type(value)(_plain(v, depth + 1) for v in value)
     return value
 
 
@@ -456,15 +576,15 @@ class Exercise:
         assert self.reference is not None
         name = self.name if isinstance(self.name, str) else self.name()
         cases = self.cases_for(seed)
-        # The references first, each on its own copy: nothing the learner does can reach them.
-        expected = [self._view(self.reference(*copy.deepcopy(c.args)), c) for c in cases]
         deadline = time.monotonic() + self.time_limit
         failures: list[str] = []
         n_failed = None
-        for k, (case, want) in enumerate(zip(cases, expected, strict=True)):
+        for k, case in enumerate(cases):
+            # The learner's function runs on its own copy of the inputs, before the
+            # reference answer of this case exists anywhere in the process.
             args = copy.deepcopy(case.args)
             try:
-                with np.errstate(all="ignore"):
+                with _global_state_restored(), np.errstate(all="ignore"):
                     got = _call_limited(functools.partial(self._attempt, fn, args, case), deadline)
             except NotImplementedError:
                 return _report(name, [_NOT_IMPLEMENTED], len(cases), quiet)
@@ -479,62 +599,133 @@ class Exercise:
             except KeyboardInterrupt:
                 raise
             except BaseException as err:  # the learner's bug (SystemExit too), reported
-                failures.append(f"input {case.show} raised {type(err).__name__}: {err}")
+                failures.append(f"input {case.show} raised {type(err).__name__}: {_safe(err)}")
                 continue
+            failure = self._judge(fn, case, args, got)
+            if failure:
+                failures.append(failure)
+        return _report(name, failures, len(cases), quiet, n_failed=n_failed)
+
+    def _judge(self, fn: Callable[..., Any], case: Case, args: tuple[Any, ...], got: Any) -> str:
+        """Why the learner's answer ``got`` on ``case`` fails ('' when it passes).
+
+        The reference is computed here, after the learner's call has returned; the
+        comparison runs under a time limit of its own and turns any error into a failure.
+        """
+        assert self.reference is not None
+        want = self._view(self.reference(*copy.deepcopy(case.args)), case)
+
+        def verdict() -> str:
             reason = _compare(got, want, self.atol, self.rtol)
             if reason:
-                failures.append(
+                return (
                     f"input {case.show}: {reason}; expected {describe(want)}, "
                     f"returned {describe(got)}"
                 )
-                continue
             changed = [
                 n
                 for n, a, b in zip(_parameter_names(fn, len(args)), args, case.args, strict=True)
                 if not _unchanged(a, b)
             ]
             if changed:
-                failures.append(
+                return (
                     f"input {case.show}: the right answer, but your function changed "
                     f"{', '.join(changed)} in place; a function must not modify its inputs "
                     "(work on a copy, e.g. x = x.clone())"
                 )
-        return _report(name, failures, len(cases), quiet, n_failed=n_failed)
+            return ""
+
+        return _limited_verdict(verdict, case.show)
 
     def _check_value(
         self, value: Any, argument: str, quiet: bool, settings: dict[str, Any]
     ) -> CheckResult:
         assert self.expected is not None
-        want = self.expected(**settings)
         name = self.name if isinstance(self.name, str) else self.name(**settings)
         if value is None:
             failure = f"not implemented yet: set {argument} to your answer in the cell above"
             return _report(name, [failure], 1, quiet)
-        reason = _compare(value, want, self.atol, self.rtol)
+        try:  # a plain copy first: comparing it runs none of the learner's code
+            with _global_state_restored():
+                value = _call_limited(
+                    functools.partial(_plain, value), time.monotonic() + COMPARE_LIMIT_S
+                )
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:
+            why = "took too long" if isinstance(err, CheckTimeout) else _safe(err)
+            failure = f"your answer could not be read as a number or array ({why})"
+            return _report(name, [failure], 1, quiet)
+        want = self.expected(**settings)
         entries = [] if self.entries is None else self.entries(**settings)
-        if reason is None:
-            return _report(name, [], len(entries) or 1, quiet)
-        table = _as_array(value)
-        if entries and table is not None and table.shape == np.shape(want):
-            failures = []
-            for label, index in entries:
-                got, exp = table[index], np.asarray(want)[index]
-                why = _compare(float(got), float(exp), self.atol, self.rtol)
-                if why:
-                    failures.append(
-                        f"{label}: {why}; expected {describe(exp)}, got {describe(got)}"
-                    )
-            return _report(name, failures, len(entries), quiet)
-        return _report(
-            name, [f"{reason}; expected {describe(want)}, got {describe(value)}"], 1, quiet
-        )
+
+        def verdict() -> tuple[list[str], int]:
+            """The failures and the number of cases (entries compared one by one)."""
+            reason = _compare(value, want, self.atol, self.rtol)
+            if reason is None:
+                return [], len(entries) or 1
+            table = _as_array(value)
+            if entries and table is not None and table.shape == np.shape(want):
+                failures = []
+                for label, index in entries:
+                    got, exp = table[index], np.asarray(want)[index]
+                    why = _compare(float(got), float(exp), self.atol, self.rtol)
+                    if why:
+                        failures.append(
+                            f"{label}: {why}; expected {describe(exp)}, got {describe(got)}"
+                        )
+                return failures, len(entries)
+            return [f"{reason}; expected {describe(want)}, got {describe(value)}"], 1
+
+        try:
+            with _global_state_restored(), np.errstate(all="ignore"):
+                failures, n_cases = _call_limited(verdict, time.monotonic() + COMPARE_LIMIT_S)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:
+            why = "it took too long" if isinstance(err, CheckTimeout) else _safe(err)
+            return _report(name, [f"your answer could not be compared ({why})"], 1, quiet)
+        return _report(name, failures, n_cases, quiet)
 
     def _view(self, output: Any, case: Case) -> Any:
         return output if self.compare_as is None else self.compare_as(output, *case.args)
 
     def _attempt(self, fn: Callable[..., Any], args: tuple[Any, ...], case: Case) -> Any:
-        """The learner's answer on one case (``args``: a private copy of the case's inputs)."""
-        return self._view(fn(*args), case)
+        """The learner's answer on one case (``args``: a private copy of the case's inputs).
+
+        Returned as a plain copy (:func:`_plain`), taken inside the time limit.
+        """
+        return _plain(self._view(fn(*args), case))
+
+
+#: Seconds that comparing one answer with the expected one may take.
+COMPARE_LIMIT_S = 5.0
+
+
+def _safe(err: BaseException) -> str:
+    """``str(err)``, or a placeholder when the learner's exception cannot be printed."""
+    try:
+        return str(err)[:300]
+    except Exception:
+        return "(an error whose message cannot be printed)"
+
+
+def _limited_verdict(verdict: Callable[[], str], show: str) -> str:
+    """``verdict()`` under :data:`COMPARE_LIMIT_S`; an error or a time-out is a failure."""
+    try:
+        with _global_state_restored(), np.errstate(all="ignore"):
+            return str(_call_limited(verdict, time.monotonic() + COMPARE_LIMIT_S))
+    except KeyboardInterrupt:
+        raise
+    except CheckTimeout:
+        return (
+            f"input {show}: comparing your result with the expected one did not finish "
+            f"within {COMPARE_LIMIT_S:g} s (does your result loop when it is read?)"
+        )
+    except BaseException as err:
+        return (
+            f"input {show}: your result could not be compared ({type(err).__name__}: {_safe(err)})"
+        )
 
 
 # ----------------------------------------------------------------------------- decorators
