@@ -1,13 +1,26 @@
-"""A table-driven fuzz harness over the whole public API of :mod:`ccmc_lite` (issue 11).
+"""A table-driven fuzz harness over the whole public API of :mod:`ccmc_lite`.
 
 Every public callable gets one *valid* call (:data:`TABLE`); every argument of that call has a
 *kind* (size, seed, probability, stochastic matrix, tokens, ...) and each kind has a list of
 bad values (:func:`bad_values`: wrong type, NaN/inf, negative, zero, out-of-range tokens,
 non-stochastic matrices, wrong shapes, huge sizes and shape products, bool-as-int, empty
 arrays). The harness replaces one argument at a time by a bad value and classifies what the
-call did:
+call did. Three more families of cases are legal values that are easy to get wrong:
 
-``ok``        raised ``ValueError``/``TypeError`` naming the argument, quickly;
+``extreme``     finite values at the edge of float64 or of a narrower dtype, also converted
+                through an explicit ``dtype=`` (:func:`extreme_values`);
+``relation``    arguments that contradict each other: a batch of kernels where one is
+                meant, an order or length beyond the sequence, hand-written cases
+                (:func:`relation_values`, ``Entry.cases``);
+``degenerate``  valid-looking data without spread, with zero stationary mass, one point,
+                a fully masked row, NaN inside a loaded state (:func:`degenerate_values`).
+
+For these a call may also answer, if the answer is finite (``Entry.allow`` names the NaN
+or inf a docstring defines) and no numpy overflow/invalid warning was raised; a batch
+must be answered as its items are. The verdicts:
+
+``ok``        raised ``ValueError``/``TypeError`` naming the argument, quickly (or answered,
+              as above);
 ``silent``    returned a value (a silent wrong answer);
 ``hang``      ran longer than :data:`TIME_LIMIT` seconds (interrupted by a timer);
 ``alloc``     ran into the address-space cap (:data:`MEMORY_CAP`): allocated before checking;

@@ -1,4 +1,4 @@
-"""Determinism across processes (issue 11): the same seed gives bit-identical numbers in two
+"""Determinism across processes: the same seed gives bit-identical numbers in two
 fresh interpreters, for one seeded computation per part (stationary laws included)."""
 
 from __future__ import annotations

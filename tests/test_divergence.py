@@ -1,4 +1,4 @@
-"""Divergence is never silent (issue 11): training and fitting stop with a named error."""
+"""Divergence is never silent: training and fitting stop with a named error."""
 
 from __future__ import annotations
 

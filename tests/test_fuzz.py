@@ -111,10 +111,10 @@ def test_token_check_accepts_only_tokens_in_range(tokens, K) -> None:
         assert bool((out >= 0).all()) and bool((out < K).all())
 
 
-# --- the cases reported in issue 11, each now a clear error --------------------------------
+# --- bad values of the first round, each a clear error -------------------------------------
 
 
-def test_issue11_kgram_history_codes_cannot_overflow() -> None:
+def test_kgram_history_codes_cannot_overflow() -> None:
     from ccmc_lite import ngram
 
     periodic = torch.tensor([[0, 1, 2] * 30])
@@ -124,7 +124,7 @@ def test_issue11_kgram_history_codes_cannot_overflow() -> None:
 
 
 @pytest.mark.parametrize("bad", [5, -1, 0.7])
-def test_issue11_markov_model_rejects_out_of_range_tokens(bad) -> None:
+def test_markov_model_rejects_out_of_range_tokens(bad) -> None:
     from ccmc_lite import markov
 
     model = markov.MarkovTransformer(K=2, d=4, N=8)
@@ -135,7 +135,7 @@ def test_issue11_markov_model_rejects_out_of_range_tokens(bad) -> None:
         markov.attention_ratio(model, x)
 
 
-def test_issue11_part3_models_check_length_and_rank() -> None:
+def test_part3_models_check_length_and_rank() -> None:
     from ccmc_lite import ngram
 
     model = ngram.SimplifiedTransformer(3, 8, 2)
@@ -145,7 +145,7 @@ def test_issue11_part3_models_check_length_and_rank() -> None:
         model(torch.zeros(8, dtype=torch.long))
 
 
-def test_issue11_laws_and_shapes() -> None:
+def test_laws_and_shapes_are_checked() -> None:
     import numpy as np
 
     from ccmc_lite import core, markov, ngram
@@ -161,7 +161,7 @@ def test_issue11_laws_and_shapes() -> None:
         core.check_stochastic_matrix("P", torch.ones(2, 2), atol=float("nan"))
 
 
-def test_issue11_huge_requests_fail_at_once() -> None:
+def test_huge_requests_fail_at_once() -> None:
     import time
 
     from ccmc_lite import TrainConfig, ccmc, core, markov, plotting, train_runs
