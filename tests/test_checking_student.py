@@ -308,10 +308,10 @@ def test_outside_the_main_thread_a_worker_thread_enforces_the_limit():
 
 
 def test_checker_arguments_are_checked():
-    with pytest.raises(TypeError, match=r"my_softmax must be a function \(define it with def"):
-        check_softmax(ref_softmax([1.0]))  # called instead of passed
-    with pytest.raises(TypeError, match=r"my_softmax must be a function .*; got NoneType"):
-        check_softmax(None)
+    res = check_softmax(ref_softmax([1.0]), quiet=True)  # called instead of passed: a ❌
+    assert not res and "my_softmax must be a function (define it with def" in res.message
+    res = check_softmax(None, quiet=True)
+    assert not res and res.message.startswith("❌") and "got NoneType" in res.message
     with pytest.raises(ValueError, match="seed"):
         check_softmax(ref_softmax, seed=-1)
     with pytest.raises(TypeError, match="quiet must be True or False"):
@@ -386,9 +386,9 @@ def test_value_checker(capsys):
         "❌ sum table on 2 points: not implemented yet: set my_table to your answer in the cell"
         " above"
     )
-    for bad in ("0.3", True, print, {1: 2}):
-        with pytest.raises(TypeError, match="my_table must be a number or an array"):
-            check_sum_table(bad, grid=grid)
+    for bad in ("0.3", True, print, {1: 2}):  # a ❌, like every other wrong answer
+        res = check_sum_table(bad, grid=grid, quiet=True)
+        assert not res and "my_table must be a number or an array" in res.message
     with pytest.raises(ValueError, match="grid"):
         check_sum_table(0.1, grid=[[0.1]])
     with pytest.raises(TypeError, match="grid"):

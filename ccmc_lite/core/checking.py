@@ -556,17 +556,20 @@ class Exercise:
         seed = check_seed(seed)
         if not isinstance(quiet, bool):
             raise TypeError(f"quiet must be True or False; got {type(quiet).__name__}")
+        # An answer of the wrong kind is a wrong answer like any other: a ❌ with the reason.
         if self.is_function and not callable(answer):
-            raise TypeError(
-                f"{argument} must be a function ({_FUNCTION_HINT}); got {type(answer).__name__}"
-            )
+            name = self.name if isinstance(self.name, str) else self.name()
+            why = f"{argument} must be a function ({_FUNCTION_HINT}); got {type(answer).__name__}"
+            return _report(name, [why], 1, quiet)
         if not self.is_function and (
             callable(answer) or isinstance(answer, (str, bytes, bool, dict, set))
         ):
-            raise TypeError(
+            name = self.name if isinstance(self.name, str) else self.name(**settings)
+            why = (
                 f"{argument} must be a number or an array (the value you derived); "
                 f"got {type(answer).__name__}"
             )
+            return _report(name, [why], 1, quiet)
         with self.context() if self.context is not None else contextlib.nullcontext():
             if self.is_function:
                 return self._check_function(answer, seed, quiet)
@@ -835,14 +838,12 @@ def _document(doc: str | None, argument: str, exercise: Exercise) -> str:
             if callable(exercise.cases)
             else "Unused: the cases are fixed (every checker takes a seed)."
         )
-        raises = f"If ``{argument}`` is not a function."
     else:
         first = (
             f"{argument} : float, array-like or None\n"
             "    Your answer (``None``, the stub's value: not answered yet)."
         )
         seed = "Unused: the answer is one value (every checker takes a seed)."
-        raises = f"If ``{argument}`` is not a number or an array."
     last = (
         f"seed : int\n    {seed}\n"
         "quiet : bool\n    Do not print the message (it is still in the result)."
@@ -859,8 +860,11 @@ def _document(doc: str | None, argument: str, exercise: Exercise) -> str:
     if "\nReturns\n-------\n" not in text:
         text += (
             "\n\nReturns\n-------\nccmc_lite.core.CheckResult\n"
-            "    Truthy when every case passed; its message was printed unless ``quiet``."
+            "    Truthy when every case passed; its message was printed unless ``quiet``. "
+            f"An ``{argument}`` of the wrong kind is a failing result too."
         )
     if "\nRaises\n------\n" not in text:
-        text += f"\n\nRaises\n------\nTypeError\n    {raises}"
+        text += (
+            "\n\nRaises\n------\nTypeError, ValueError\n    If ``seed`` or ``quiet`` is invalid."
+        )
     return text
