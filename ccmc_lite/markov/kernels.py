@@ -126,13 +126,15 @@ def random_kernel(K: int, seed: int, *, alpha: float = 1.0) -> torch.Tensor:
     seed : int
         Random seed; the same seed gives the same kernel.
     alpha : float
-        Dirichlet concentration (``> 0``); small values give peaked rows.
+        Dirichlet concentration, at least ``1e-3``; small values give peaked rows. (Below it
+        the rows are one-hot up to the 1e-12 clipping anyway, and numpy's Dirichlet sampler
+        of numpy < 2 never returns for concentrations near 1e-20.)
     """
     from ..core.seeding import numpy_rng
     from ..core.validation import check_float
 
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
-    alpha = check_float("alpha", alpha, minimum=0.0, open_lower=True)
+    alpha = check_float("alpha", alpha, minimum=1e-3)
     rows = numpy_rng(seed).dirichlet([alpha] * K, size=K)
     rows = rows.clip(1e-12)  # keep entries strictly positive (log P appears in entropies)
     rows = rows / rows.sum(1, keepdims=True)
