@@ -1562,6 +1562,14 @@ def build_table() -> list[Entry]:
             tv=a(0.1, "prob"),
         )
     )
+    add(
+        E(
+            "ccmc.collapse_limit_constant",
+            a(0.3, "prob", max=0.49),
+            prompt_length=a(3, "int", min=2, huge=False),
+            prompt_weak=a(1, "int"),
+        )
+    )
     times = np.array([10.0, 20.0, 40.0])
     add(
         E(

@@ -336,3 +336,43 @@ def test_interior_rates():
         interior_rates(Z, [0.0] * 6)
     with pytest.raises(ValueError, match=r"m must have shape \(6,\)"):
         interior_rates(Z, [0.5, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("p", "prompt"),
+    [(0.1, [0, 1]), (0.2, [0, 1]), (0.3, [0, 0, 1]), (0.25, [0, 0, 1, 1]), (0.3, [0, 1, 1])],
+)
+def test_the_exact_program_converges_to_the_limit_constant(p, prompt):
+    """t^q E[m_t] -> S0 Gamma(N0 - p/(1-p)) / Gamma(N0) (two Yule processes), monotonically."""
+    import numpy as np
+
+    from ccmc_lite import ccmc
+
+    exact = ccmc.weak_frequency_exact(p, 6000, prompt=prompt)[0]
+    q = ccmc.collapse_exponent(p)
+    ts = np.array([750, 1500, 3000, 6000]) + len(prompt)
+    scaled = ts**q * exact[ts]
+    limit = ccmc.collapse_limit_constant(p, prompt_length=len(prompt), prompt_weak=int(sum(prompt)))
+    gaps = np.abs(scaled - limit)
+    assert np.all(np.diff(gaps) < 0), (scaled, limit)  # closer at every doubling of t
+    assert gaps[-1] / limit < 0.03
+    # the gap falls like a power of t: extrapolating the last three points lands near it
+    r = (scaled[-1] - scaled[-2]) / (scaled[-2] - scaled[-3])
+    assert abs(scaled[-1] + (scaled[-1] - scaled[-2]) * r / (1 - r) - limit) / limit < 0.01
+
+
+def test_the_limit_constant_is_gamma_q_for_the_prompt_with_each_token_once():
+    """For [0, 1]: Gamma(1 - p/(1-p)) = Gamma(q) > 1, so Lemma 5.3's bound fails (SymPy)."""
+    import sympy as sp
+
+    from ccmc_lite import ccmc
+
+    p = sp.symbols("p", positive=True)
+    q = (1 - 2 * p) / (1 - p)
+    assert sp.simplify(1 - p / (1 - p) - q) == 0  # N0 - p_bar with N0 = 1 is q
+    for pv in (0.05, 0.2, 0.35, 0.45, 0.499):
+        c = ccmc.collapse_limit_constant(pv)
+        assert c == pytest.approx(float(sp.gamma(q.subs(p, pv))), rel=1e-12) and c > 1
+    assert ccmc.collapse_limit_constant(0.3, prompt_length=3, prompt_weak=1) < 1  # [0, 0, 1]
+    with pytest.raises(ValueError, match="below 1/2"):
+        ccmc.collapse_limit_constant(0.5)

@@ -48,6 +48,7 @@ __all__ = [
     "collapse_census",
     "collapse_explorer",
     "collapse_exponent",
+    "collapse_limit_constant",
     "collapse_lower_bound",
     "compare_decay_exponents",
     "draw_collapse",
@@ -203,6 +204,53 @@ def weak_frequency_exact(
         else:
             out[:, L + 1] = mean_S / (L + 1)
     return out
+
+
+def collapse_limit_constant(p: Any, *, prompt_length: int = 2, prompt_weak: int = 1) -> Any:
+    """The exact limit of :math:`t^q\\,\\mathbb E[m(X_t)_{\\text{weak}}]` (beyond the paper).
+
+    The two-token chain of Lemma 5.3 draws the weak token with probability
+    :math:`Sp/(Sp + N(1-p))` given ``S`` weak and ``N`` strong tokens (eq. (48)): the jump
+    chain of two independent Yule processes, weak tokens splitting at rate ``p`` and strong
+    ones at rate ``1 - p`` (Athreya–Karlin embedding). Then
+    :math:`S(\\tau)e^{-p\\tau} \\to W_S \\sim \\mathrm{Gamma}(S_0)`,
+    :math:`N(\\tau)e^{-(1-p)\\tau} \\to W_N \\sim \\mathrm{Gamma}(N_0)`, independent; at
+    length :math:`t \\approx W_N e^{(1-p)\\tau}` the weak frequency is
+    :math:`m_t \\approx W_S W_N^{-\\bar p}\\, t^{-q}` with :math:`\\bar p = p/(1-p)`, and
+
+    .. math::
+        t^q\\,\\mathbb E[m_t] \\to S_0\\,\\frac{\\Gamma(N_0 - \\bar p)}{\\Gamma(N_0)},
+        \\qquad N_0 = L_0 - S_0 .
+
+    For the prompt ``[0, 1]`` this is :math:`\\Gamma(q) > 1` for every ``p < 1/2``, so the
+    bound :math:`\\mathbb E[m_t] < t^{-q}` of Lemma 5.3 fails for all large ``t``; it grows
+    like ``1/q`` as ``p -> 1/2``. For ``[0, 0, 1]`` it is below 1 and the bound holds
+    asymptotically. :func:`weak_frequency_exact` converges to it (a test checks).
+
+    Parameters
+    ----------
+    p : float or array-like
+        In ``(0, 1/2)``.
+    prompt_length : int
+        :math:`L_0`.
+    prompt_weak : int
+        Weak tokens in the prompt, :math:`S_0`, ``1 <= S_0 < L_0``.
+
+    Returns
+    -------
+    float or numpy.ndarray
+    """
+    from scipy.special import gammaln
+
+    q = np.asarray(collapse_exponent(p), dtype=float)
+    if np.any(q <= 0):
+        raise ValueError(f"p must be below 1/2 (at p = 1/2 nothing collapses); got p={p!r}")
+    L0 = check_int("prompt_length", prompt_length, minimum=2)
+    S0 = check_int("prompt_weak", prompt_weak, minimum=1, maximum=L0 - 1)
+    N0 = L0 - S0
+    p_bar = 1.0 - q  # p / (1 - p)
+    val = S0 * np.exp(gammaln(N0 - p_bar) - gammaln(N0))
+    return float(val) if val.ndim == 0 else val
 
 
 def collapse_lower_bound(p: Any, t: Any, *, prompt_length: int = 2, prompt_weak: int = 1) -> Any:
