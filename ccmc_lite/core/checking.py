@@ -23,7 +23,7 @@ when every case passed. It is safe to hand it any code:
 * the whole exercise stops after its ``time_limit`` (:data:`~ccmc_lite.core.TIME_LIMIT_S`
   seconds by default): in the main thread the alarm is re-armed and every further line of
   the learner's code raises, so an ``except:`` clause in a loop cannot swallow the stop;
-  reading and comparing the result has a limit of its own (:data:`COMPARE_LIMIT_S`);
+  reading and comparing the result has a limit of its own (``COMPARE_LIMIT_S``, 5 s);
 * what the learner's code changes in the process (default dtype, random generators,
   threads, grad mode) is restored after each case.
 
