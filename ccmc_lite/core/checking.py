@@ -558,13 +558,13 @@ class Exercise:
             raise TypeError(f"quiet must be True or False; got {type(quiet).__name__}")
         # An answer of the wrong kind is a wrong answer like any other: a ❌ with the reason.
         if self.is_function and not callable(answer):
-            name = self.name if isinstance(self.name, str) else self.name()
+            name = self._title(settings)
             why = f"{argument} must be a function ({_FUNCTION_HINT}); got {type(answer).__name__}"
             return _report(name, [why], 1, quiet)
         if not self.is_function and (
             callable(answer) or isinstance(answer, (str, bytes, bool, dict, set))
         ):
-            name = self.name if isinstance(self.name, str) else self.name(**settings)
+            name = self._title(settings)
             why = (
                 f"{argument} must be a number or an array (the value you derived); "
                 f"got {type(answer).__name__}"
@@ -577,7 +577,7 @@ class Exercise:
 
     def _check_function(self, fn: Callable[..., Any], seed: int, quiet: bool) -> CheckResult:
         assert self.reference is not None
-        name = self.name if isinstance(self.name, str) else self.name()
+        name = self._title({})
         cases = self.cases_for(seed)
         deadline = time.monotonic() + self.time_limit
         failures: list[str] = []
@@ -644,18 +644,13 @@ class Exercise:
         self, value: Any, argument: str, quiet: bool, settings: dict[str, Any]
     ) -> CheckResult:
         assert self.expected is not None
-        name = self.name if isinstance(self.name, str) else self.name(**settings)
+        name = self._title(settings)
         if value is None:
             failure = f"not implemented yet: set {argument} to your answer in the cell above"
             return _report(name, [failure], 1, quiet)
-        try:  # a plain copy first: comparing it runs none of the learner's code
-            with _global_state_restored():
-                value = _call_limited(
-                    functools.partial(_plain, value), time.monotonic() + COMPARE_LIMIT_S
-                )
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:
+        # a plain copy first: comparing it runs none of the learner's code
+        value, err = _read_limited(functools.partial(_plain, value))
+        if err is not None:
             why = "took too long" if isinstance(err, CheckTimeout) else _safe(err)
             failure = f"your answer could not be read as a number or array ({why})"
             return _report(name, [failure], 1, quiet)
@@ -680,15 +675,16 @@ class Exercise:
                 return failures, len(entries)
             return [f"{reason}; expected {describe(want)}, got {describe(value)}"], 1
 
-        try:
-            with _global_state_restored(), np.errstate(all="ignore"):
-                failures, n_cases = _call_limited(verdict, time.monotonic() + COMPARE_LIMIT_S)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:
+        outcome, err = _read_limited(verdict)
+        if err is not None:
             why = "it took too long" if isinstance(err, CheckTimeout) else _safe(err)
             return _report(name, [f"your answer could not be compared ({why})"], 1, quiet)
+        failures, n_cases = outcome
         return _report(name, failures, n_cases, quiet)
+
+    def _title(self, settings: dict[str, Any]) -> str:
+        """The exercise's name in messages (a function of the settings for some)."""
+        return self.name if isinstance(self.name, str) else self.name(**settings)
 
     def _view(self, output: Any, case: Case) -> Any:
         return output if self.compare_as is None else self.compare_as(output, *case.args)
@@ -706,29 +702,40 @@ COMPARE_LIMIT_S = 5.0
 
 
 def _safe(err: BaseException) -> str:
-    """``str(err)``, or a placeholder when the learner's exception cannot be printed."""
+    """``str(err)`` cut to 300 characters; a fixed text if the learner's error cannot print."""
     try:
         return str(err)[:300]
     except Exception:
         return "(an error whose message cannot be printed)"
 
 
-def _limited_verdict(verdict: Callable[[], str], show: str) -> str:
-    """``verdict()`` under :data:`COMPARE_LIMIT_S`; an error or a time-out is a failure."""
+def _read_limited(read: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """``(read(), None)``, or ``(None, the error)``: reading the learner's result, limited.
+
+    ``read`` runs the learner's objects' methods, so it gets :data:`COMPARE_LIMIT_S`
+    seconds and the process state is restored after it; a time-out is a
+    :class:`CheckTimeout` error. ``KeyboardInterrupt`` still interrupts.
+    """
     try:
         with _global_state_restored(), np.errstate(all="ignore"):
-            return str(_call_limited(verdict, time.monotonic() + COMPARE_LIMIT_S))
+            return _call_limited(read, time.monotonic() + COMPARE_LIMIT_S), None
     except KeyboardInterrupt:
         raise
-    except CheckTimeout:
+    except BaseException as err:
+        return None, err
+
+
+def _limited_verdict(verdict: Callable[[], str], show: str) -> str:
+    """``verdict()`` under :data:`COMPARE_LIMIT_S`; an error or a time-out is a failure."""
+    reason, err = _read_limited(verdict)
+    if err is None:
+        return str(reason)
+    if isinstance(err, CheckTimeout):
         return (
             f"input {show}: comparing your result with the expected one did not finish "
             f"within {COMPARE_LIMIT_S:g} s (does your result loop when it is read?)"
         )
-    except BaseException as err:
-        return (
-            f"input {show}: your result could not be compared ({type(err).__name__}: {_safe(err)})"
-        )
+    return f"input {show}: your result could not be compared ({type(err).__name__}: {_safe(err)})"
 
 
 # ----------------------------------------------------------------------------- decorators

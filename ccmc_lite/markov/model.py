@@ -33,6 +33,7 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_callable,
+    check_finite_result,
     check_float,
     check_int,
     check_model_tokens,
@@ -119,12 +120,7 @@ def causal_attention(
             att = torch.softmax(scores + mask.triu(s + 1), dim=-1)
             outs.append(att @ v[..., :e, :])  # (..., e - s, m)
         out = torch.cat(outs, dim=-2)
-    if not is_traced(out) and not bool(torch.isfinite(out).all()):
-        raise ValueError(
-            "the attention overflowed (not finite) for these q, k, v: their entries are "
-            "too large in magnitude; scale them down"
-        )
-    return out
+    return check_finite_result(out, "the attention", "q, k, v")
 
 
 class _Block(nn.Module):
