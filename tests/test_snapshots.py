@@ -174,6 +174,21 @@ def test_chapter_code_fingerprint_ignores_snapshot_cells_and_prose(tmp_path):
     assert fa == fb != fc and len(fa) == 64
 
 
+def test_chapter_code_fingerprint_ignores_formatting_comments_and_cell_boundaries(tmp_path):
+    head = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n"
+
+    def fingerprint(*cells: str) -> str:
+        body = "".join(f"```{{code-cell}} ipython3\n{c}\n```\n\n" for c in cells)
+        path = tmp_path / "x.md"
+        path.write_text(head + body)
+        return booktools.chapter_code_sha256(path)
+
+    one = fingerprint("y = f(1, 'a')\nglue('k', y)")
+    assert one == fingerprint('y = f(\n    1,\n    "a",  # the first argument\n)', "glue('k', y)")
+    assert one != fingerprint("glue('k', y)", "y = f(1, 'a')")  # order matters
+    assert one != fingerprint("y = f(1, 'b')\nglue('k', y)")  # so does a constant
+
+
 # --- the stored snapshots -----------------------------------------------------------------
 
 CHAPTERS = _script().CHAPTERS

@@ -177,17 +177,25 @@ SNAPSHOT_TAG = "paper-snapshot"
 
 
 def chapter_code_sha256(chapter: Path) -> str:
-    """SHA-256 of a chapter's code cells (in order), leaving out cells tagged ``paper-snapshot``."""
+    """SHA-256 of what a chapter's code does, leaving out cells tagged ``paper-snapshot``.
+
+    The code cells are joined in order and parsed; the digest is taken of the syntax tree
+    (:func:`ast.dump`), so formatting, comments and where the cell boundaries fall do not
+    change it, while any change to a statement, a name or a constant does.
+    """
+    import ast
     import hashlib
 
     import jupytext
 
     nb = jupytext.reads(Path(chapter).read_text(encoding="utf-8"), fmt="md:myst")
-    h = hashlib.sha256()
-    for cell in nb.cells:
-        if cell.cell_type == "code" and SNAPSHOT_TAG not in cell.metadata.get("tags", []):
-            h.update(cell.source.strip().encode("utf-8") + b"\n\x00")
-    return h.hexdigest()
+    code = "\n".join(
+        cell.source
+        for cell in nb.cells
+        if cell.cell_type == "code" and SNAPSHOT_TAG not in cell.metadata.get("tags", [])
+    )
+    tree = ast.parse(code, filename=str(chapter))
+    return hashlib.sha256(ast.dump(tree).encode("utf-8")).hexdigest()
 
 
 def write_student_notebook(chapter: Path, out_dir: Path, setup_cell: str | None = None) -> Path:
