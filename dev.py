@@ -10,6 +10,7 @@
     python3 dev.py paper-chapters [CHAPTERS]  run chapters at the paper profile (stored snapshots)
     python3 dev.py gpu-runs [NAMES]  on a CUDA machine: stored sweeps re-run on the GPU, and
                             the Fig. 4 grid's step timed there (files shipped with the package)
+    python3 dev.py fmt [--check]  format the chapters' code cells (ruff, 88 columns)
     python3 dev.py student  write student notebooks (solutions removed) to student_notebooks/
     python3 dev.py lock     re-pin requirements/lock.txt from the current .venv
     python3 dev.py env      only create/refresh .venv (the other commands do it first)
@@ -268,6 +269,11 @@ def cmd_student(args: list[str]) -> None:
     run([PY, ROOT / "book" / "_ext" / "booktools.py", *args])
 
 
+def cmd_fmt(args: list[str]) -> None:
+    ensure_env()
+    run([PY, ROOT / "book" / "_ext" / "chapter_code.py", *args])
+
+
 def cmd_env(args: list[str]) -> None:
     ensure_env()
     say(f"environment ready: {PY}")
@@ -318,6 +324,7 @@ COMMANDS = {
     "paper-chapters": cmd_paper_chapters,
     "gpu-runs": cmd_gpu_runs,
     "student": cmd_student,
+    "fmt": cmd_fmt,
     "lock": cmd_lock,
     "env": cmd_env,
 }
