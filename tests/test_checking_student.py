@@ -455,6 +455,7 @@ def test_describe():
     assert describe(1 / 3) == "0.333333"
     assert describe(torch.ones(2)) == "array(2,) [1., 1.]"
     assert describe(torch.nn.Linear(2, 2)) == "Linear(...)"
+    assert describe(np.False_) == "False" and describe(np.float64(1 / 3)) == "0.333333"
     assert len(describe("x" * 500)) == 160 and describe("x" * 500).endswith("...")
 
 

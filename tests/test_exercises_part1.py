@@ -290,3 +290,49 @@ def test_decay_checker_accepts_the_stated_formula_whatever_the_seed():
     seeds = (0, 10, 23, 25, 35, 50, 55)  # 0, and seeds whose cases were not exact before
     failing = [s for s in seeds if not check_decay_exponents(stated, seed=s, quiet=True)]
     assert failing == []
+
+
+def test_collapse_limits_checker_accepts_the_formula_and_names_a_wrong_prompt():
+    from math import gamma
+
+    from ccmc_lite.ccmc.exercises import COLLAPSE_PROMPTS, check_collapse_limits
+
+    pbar = 0.3 / 0.7
+
+    def limits(n_of):  # S0 Gamma(N - pbar) / Gamma(N) with N = n_of(L0, S0)
+        return [S * gamma(n_of(L, S) - pbar) / gamma(n_of(L, S)) for L, S in COLLAPSE_PROMPTS]
+
+    assert check_collapse_limits(limits(lambda L, S: L - S), quiet=True)
+    wrong = check_collapse_limits(limits(lambda L, S: L), quiet=True)  # L0 in place of N0
+    assert not wrong and len(wrong.failures) == 4
+    assert wrong.failures[0].startswith("prompt of length 2 with 1 weak token(s)")
+    bound = check_collapse_limits([1.0] * 4, quiet=True)  # Lemma 5.3's constant
+    assert not bound and "expected 1.55858, got 1" in bound.failures[0]
+
+
+def test_return_visits_checker_wants_the_column_minimum_times_ln_10():
+    from ccmc_lite.ccmc.exercises import FIG1_P, check_return_visits
+
+    P = torch.tensor(FIG1_P, dtype=torch.float64)
+    assert check_return_visits(P.min(0).values * np.log(10), quiet=True)
+    rows = check_return_visits(P.min(1).values * np.log(10), quiet=True)  # rows, not columns
+    assert not rows and rows.failures[0].startswith("token 0")
+    log10 = check_return_visits(P.min(0).values * np.log10(10), quiet=True)  # log base 10
+    assert not log10 and len(log10.failures) == 3
+
+
+def test_visible_parameters_checker_wants_K_times_K_minus_1_twice():
+    from ccmc_lite.ccmc.exercises import check_visible_parameters
+
+    assert check_visible_parameters([64, 20, 20], quiet=True)
+    d_squared = check_visible_parameters([64, 64, 25], quiet=True)  # all of W, K^2
+    assert not d_squared and len(d_squared.failures) == 2
+    assert d_squared.failures[0].startswith("dimension of S_E")
+
+
+def test_prompt_set_checker_separates_self_from_cross_attention():
+    from ccmc_lite.ccmc.exercises import check_consistent_prompt_sets
+
+    assert check_consistent_prompt_sets([True, False, True, False], quiet=True)
+    same = check_consistent_prompt_sets([True, False, True, True], quiet=True)
+    assert not same and same.failures[0].startswith("prompt set D")

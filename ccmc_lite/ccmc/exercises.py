@@ -13,10 +13,14 @@ checker                                    chapter   reference
 =========================================  ========  ======================================
 :func:`check_ccmc_transition`              1         Def. 2.1, eqs. (1)–(3)
 :func:`check_weights_from_transition`      1         Thm. 2.6 (the inverse map on S_E)
+:func:`check_visible_parameters`           1         Def. 2.4, Lemma 2.5, Thm. 2.6
 :func:`check_cooccurrence_components`      2         Def. 3.3, Thm. 3.4, Cor. 3.5
 :func:`check_hessian_logits`               2         Lemma 3.7, App. C (Lemma C.8)
-:func:`check_decay_exponents`              3         Lemma 5.3 and the chapter's conjecture
-:func:`check_stationary_of_reweighted`     3         eq. (1): the limit ODE of Sec. 5
+:func:`check_consistent_prompt_sets`       2         Thm. 3.4, Observation 1
+:func:`check_return_visits`                3         Lemma 5.2 (App. E.1, Lemma E.2)
+:func:`check_collapse_limits`              3         Lemma 5.3: the exact limit of t^q E[m_t]
+:func:`check_decay_exponents`              4         Lemma 5.3 and the chapter's conjecture
+:func:`check_stationary_of_reweighted`     4         eq. (1): the limit ODE of Sec. 5
 =========================================  ========  ======================================
 """
 
@@ -26,12 +30,13 @@ from typing import Any
 
 import torch
 
-from ..core.checking import CheckResult, function_checker
+from ..core.checking import CheckResult, function_checker, value_checker
 from ..core.seeding import derive_seed, torch_generator
-from .attention import random_embeddings, weights_from_transition
+from .attention import random_embeddings, subspace_basis, weights_from_transition
 from .chain import ccmc_distribution, prompt_data, random_prompts
 from .collapse import (
     binary_collapse_chain,
+    collapse_limit_constant,
     fixed_point,
     predicted_decay_exponents,
     random_chain,
@@ -43,10 +48,14 @@ from .mle import hessian_logits
 
 __all__ = [
     "check_ccmc_transition",
+    "check_collapse_limits",
+    "check_consistent_prompt_sets",
     "check_cooccurrence_components",
     "check_decay_exponents",
     "check_hessian_logits",
+    "check_return_visits",
     "check_stationary_of_reweighted",
+    "check_visible_parameters",
     "check_weights_from_transition",
 ]
 
@@ -327,11 +336,122 @@ def _converged_fixed_point(P: torch.Tensor, start: torch.Tensor) -> torch.Tensor
     return None
 
 
+def _visible_parameters() -> list[int]:
+    K, d = 5, 8
+    dim_S_E = int(subspace_basis(random_embeddings(K, d, seed=0)).shape[0])
+    return [d * d, dim_S_E, K * (K - 1)]
+
+
+@value_checker(
+    _visible_parameters,
+    name="parameters of W, of S_E and of a chain (K = 5, d = 8)",
+    entries=lambda: [
+        ("entries of W", 0),
+        ("dimension of S_E", 1),
+        ("free parameters of a chain on 5 tokens", 2),
+    ],
+)
+def check_visible_parameters(my_counts: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check the exercise "How many numbers does the layer really have?" (Part I, Chapter 1).
+
+    ``my_counts`` is the learner's list of three integers for ``K = 5`` tokens embedded in
+    ``d = 8`` dimensions with linearly independent embeddings: the number of entries of the
+    attention matrix ``W``, the dimension of the subspace ``S_E`` the predictions depend on
+    (Ildiz et al. 2024, Def. 2.4 and Lemma 2.5), and the number of free parameters of a
+    ``K x K`` transition matrix with positive entries — equal to the second, which is what
+    makes Thm. 2.6 a bijection. Reference: :func:`ccmc_lite.ccmc.subspace_basis`.
+    """
+
+
+#: The prompt sets of the exercise "Which prompt sets are enough?" (K = 3), and the variant.
+PROMPT_SETS: tuple[tuple[list[list[int]], str], ...] = (
+    ([[0, 1, 2], [1, 2, 0], [2, 0, 1]], "self"),
+    ([[0, 1], [1, 0], [2, 2]], "self"),
+    ([[1, 0], [2, 0], [0, 1], [2, 1], [0, 2], [1, 2]], "self"),
+    ([[1, 0], [2, 0], [0, 1], [2, 1], [0, 2], [1, 2]], "cross"),
+)
+
+
+def _consistent_prompt_sets() -> list[bool]:
+    return [bool(coverage_report(p, 3, variant=v).consistent) for p, v in PROMPT_SETS]
+
+
+@value_checker(
+    _consistent_prompt_sets,
+    name="which prompt sets identify the layer (K = 3)",
+    entries=lambda: [(f"prompt set {'ABCD'[i]}", i) for i in range(len(PROMPT_SETS))],
+)
+def check_consistent_prompt_sets(
+    my_answers: Any, *, seed: int = 0, quiet: bool = False
+) -> CheckResult:
+    """Check the exercise "Which prompt sets are enough?" (Part I, Chapter 2).
+
+    ``my_answers`` is the learner's list of four booleans: whether maximum likelihood on
+    the prompt sets A–D of ``PROMPT_SETS`` (``K = 3``; A–C read by self-attention, D
+    is C read by cross-attention) recovers every attention layer, i.e. whether every
+    co-occurrence graph is connected (Ildiz et al. 2024, Thm. 3.4 and Observation 1).
+    Reference: :func:`ccmc_lite.ccmc.coverage_report`.
+    """
+
+
+def _return_visits() -> torch.Tensor:
+    return _matrix(FIG1_P).min(0).values * torch.log(torch.tensor(10.0, dtype=torch.float64))
+
+
+@value_checker(
+    _return_visits,
+    name="visits per decade, Lemma 5.2's lower bound",
+    entries=lambda: [(f"token {k}", k) for k in range(3)],
+)
+def check_return_visits(my_visits: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    r"""Check the exercise "How often does a loser come back?" (Part I, Chapter 3).
+
+    ``my_visits[k]`` is the learner's lower bound on the expected number of times token
+    ``k`` appears between lengths ``t`` and ``10 t`` (large ``t``) when the CCMC of the
+    paper's Fig. 1 chain (Part I, Chapter 1) writes its own text: the proof of Ildiz et al.
+    2024, Lemma 5.2 (App. E.1) bounds the chance of ``k`` at length ``t`` below by
+    :math:`ar\pi_k/t` with :math:`ar\pi_k = \min_i P_{ik}`, so the bound is
+    :math:`ar\pi_k \ln 10`. Each entry must be right to ``1e-6``.
+    """
+
+
+#: The prompts of the exercise "Which prompts keep the bound?": (length, weak tokens) at p = 0.3.
+COLLAPSE_PROMPTS = ((2, 1), (3, 1), (4, 1), (4, 2))
+
+
+def _collapse_limits() -> list[float]:
+    return [
+        float(collapse_limit_constant(0.3, prompt_length=L, prompt_weak=S))
+        for L, S in COLLAPSE_PROMPTS
+    ]
+
+
+@value_checker(
+    _collapse_limits,
+    name="limits of t^q E[m_t] at p = 0.3",
+    entries=lambda: [
+        (f"prompt of length {L} with {S} weak token(s)", i)
+        for i, (L, S) in enumerate(COLLAPSE_PROMPTS)
+    ],
+)
+def check_collapse_limits(my_limits: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    r"""Check the exercise "Which prompts keep the bound?" (Part I, Chapter 3).
+
+    ``my_limits`` is the learner's list of the four limits of
+    :math:`t^q\,\mathbb E[m(X_t)_{\text{weak}}]` at ``p = 0.3`` for the prompts
+    ``[0, 1]``, ``[0, 0, 1]``, ``[0, 0, 0, 1]`` and ``[0, 0, 1, 1]`` (token 1 is the weak
+    one), worked out from the chapter's formula
+    :math:`S_0\,\Gamma(N_0 - \bar p)/\Gamma(N_0)` with :math:`\bar p = p/(1-p)`
+    (beyond Ildiz et al. 2024, Lemma 5.3). Each must be right to ``1e-6``. Reference:
+    :func:`ccmc_lite.ccmc.collapse_limit_constant`.
+    """
+
+
 @function_checker(_decay_reference, _decay_cases, name="decay exponents of the losers (Lemma 5.3)")
 def check_decay_exponents(
     my_decay_exponents: Any, *, seed: int = 0, quiet: bool = False
 ) -> CheckResult:
-    """Check the exercise "Predict how fast the losers fade" (Part I, Chapter 3).
+    """Check the exercise "Predict how fast the losers fade" (Part I, Chapter 4).
 
     ``my_decay_exponents(P, m)`` takes a row-stochastic ``(K, K)`` base chain and a fixed
     point ``m`` of :math:`m = \\mu(m)` (``(K,)`` non-negative weights, not necessarily
@@ -385,7 +505,7 @@ def _stationary_cases(seed: int) -> list[tuple[Any, ...]]:
 def check_stationary_of_reweighted(
     my_stationary_of_reweighted: Any, *, seed: int = 0, quiet: bool = False
 ) -> CheckResult:
-    """Check the exercise "The limiting frequencies μ(m)" (Part I, Chapter 3).
+    """Check the exercise "The limiting frequencies μ(m)" (Part I, Chapter 4).
 
     ``my_stationary_of_reweighted(P, m)`` takes a row-stochastic ``(K, K)`` base chain and
     ``(K,)`` non-negative weights ``m`` (not all zero, not necessarily summing to one) and

@@ -148,6 +148,8 @@ def describe(value: Any, limit: int = 160) -> str:
             text = np.array2string(value, separator=", ")
         text = text.replace("\n", " ")
         text = f"array{tuple(value.shape)} {text}"
+    elif isinstance(value, np.generic):  # a numpy scalar: shown as the Python value
+        return describe(value.item(), limit)
     elif isinstance(value, float):
         text = f"{value:.6g}"
     elif isinstance(value, list):
