@@ -25,6 +25,7 @@ from ccmc_lite.core.snapshots import snapshot_names
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import booktools  # noqa: E402
+import chapter_code  # noqa: E402
 
 PROVENANCE = {
     "profile",
@@ -118,10 +119,10 @@ def test_claims_are_checked_on_both_runs(tmp_path):
     checks = {"a is about 1": lambda v: abs(v["a"] - 1) < 0.01, "n is 3": lambda v: v["n"] == 3}
     claims = snap.claims({"a": 1.0, "n": 3}, checks)
     assert claims.held == {"a is about 1": (True, True), "n is 3": (True, True)}
-    assert claims.verdict == "all hold at both profiles"
+    assert claims.verdict == "all hold at both settings"
     claims = snap.claims({"a": 2.0, "n": 3}, checks)
     assert claims.held["a is about 1"] == (False, True)
-    assert claims.verdict == "a is about 1: fails here, holds at the paper profile"
+    assert claims.verdict == "a is about 1: fails at the book's settings, holds at the paper's"
     assert str(claims).splitlines()[0] == "a is about 1: this run False, paper profile True"
     with pytest.raises(KeyError, match="'a'"):
         snap.claims({"n": 3}, checks)
@@ -209,8 +210,13 @@ def test_snapshot_is_fresh_complete_and_shown(chapter):
         f"run `python3 dev.py paper-chapters {chapter}` and commit the new snapshot"
     )
     text = path.read_text(encoding="utf-8")
-    assert f'load_snapshot("{chapter}")' in text and ":tags: [paper-snapshot]" in text
+    shown = [c for c in chapter_code.code_cells(text) if booktools.SNAPSHOT_TAG in c.tags]
+    assert len(shown) == 1 and f'load_snapshot("{chapter}")' in shown[0].source
     part, name = chapter.split("/")
+    reproduction = ROOT / "book" / "reproduction" / f"{part}.md"
+    if "glue_for_reproduction(" in shown[0].source:  # the part's Reproduction page shows it
+        page = reproduction.read_text(encoding="utf-8")
+        assert f"../{chapter}.md::" in page and "_snap_verdict:s`" in page
     prefix = "cl" if part == "closing" else f"p{part[4:]}c{int(name[:2])}"
     assert snap.values and all(k.startswith(prefix + "_") for k in snap.values)
 
@@ -223,3 +229,49 @@ def test_every_chapter_with_a_paper_profile_shows_its_paper_results():
             assert "load_stored(" in text or "load_snapshot(" in text, (
                 f"{path.relative_to(ROOT)} has a paper profile but shows no paper-setting result"
             )
+
+
+def test_claims_say_where_each_claim_holds():
+    from ccmc_lite.core import Claims
+
+    claims = Claims(
+        {"a": (True, True), "b": (True, False), "c": (False, True), "d": (False, False)}
+    )
+    assert [claims.says(k) for k in "abcd"] == [
+        "holds at both settings",
+        "holds only at the book's settings",
+        "holds only at the paper's settings",
+        "fails at both settings",
+    ]
+    with pytest.raises(KeyError, match="name must be one of the claims"):
+        claims.says("e")
+
+
+def test_glue_for_reproduction_glues_values_verdicts_and_provenance(tmp_path, monkeypatch):
+    path = save_snapshot(
+        "part9/01_x",
+        {"p9c1_a": 1.0, "p9c1_b": 2.0, "p9c1_c": "x"},
+        code_sha256="0" * 64,
+        wall_seconds=90.0,
+        command="python3 dev.py paper-chapters part9/01_x",
+        path=tmp_path / "s.json",
+    )
+    snap = load_snapshot("part9/01_x", path=path)
+    glued = {}
+    monkeypatch.setattr(
+        "ccmc_lite.core.gluing.glue", lambda name, value, display=True: glued.update({name: value})
+    )
+    here = {"p9c1_a": 1.0, "p9c1_b": 3.0, "p9c1_c": "x"}
+    checks = {"a is one": lambda v: v["p9c1_a"] == 1, "b is two": lambda v: v["p9c1_b"] == 2}
+    claims = snap.glue_for_reproduction(here, checks, ["a", "c"])
+    assert claims.held == {"a is one": (True, True), "b is two": (False, True)}
+    assert glued["p9c1_snap_a"] == 1.0 and glued["p9c1_snap_c"] == "x"
+    assert "p9c1_snap_b" not in glued  # only the quoted values
+    assert glued["p9c1_snap_held_0"] == "holds at both settings"
+    assert glued["p9c1_snap_held_1"] == "holds only at the paper's settings"
+    assert glued["p9c1_snap_verdict"] == claims.verdict
+    assert glued["p9c1_snap_values"] == 3 and glued["p9c1_snap_moved"] == 1  # b: 3 vs 2
+    assert glued["p9c1_snap_minutes"] == 1.5
+    assert glued["p9c1_snap_command"] == snap.provenance["command"]
+    with pytest.raises(KeyError, match="quoted name 'z'"):
+        snap.glue_for_reproduction(here, checks, ["z"])

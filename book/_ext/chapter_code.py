@@ -9,9 +9,9 @@ and ``ruff check`` with the project's settings — at the reading column's width
     python3 dev.py fmt --check    # exit 1 and name the chapters that need it
 
 Only the bodies of code cells change; prose, cell options and fences are left as written.
-Each cell is formatted on its own (as ruff formats a notebook's cells); the lint runs on the
-whole chapter converted to a notebook, so a name imported in one cell and used in a later
-one is not reported as unused.
+The code cells are handed to ruff as a notebook: each cell is formatted on its own, and the
+lint sees the whole chapter, so a name imported in one cell and used in a later one is not
+reported as unused.
 """
 
 from __future__ import annotations
@@ -96,13 +96,27 @@ def _ruff(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[s
     )
 
 
-def _formatted(source: str) -> str:
-    done = _ruff(
-        "format", f"--line-length={LINE_LENGTH}", "--stdin-filename=cell.py", "-", stdin=source
-    )
-    if done.returncode != 0:
-        raise ValueError(f"ruff cannot format this cell:\n{source}\n{done.stderr}")
-    return done.stdout.rstrip("\n")
+def _as_notebook(cells: list[CodeCell], folder: Path, stem: str) -> Path:
+    """Write ``cells`` as the code cells of a notebook in ``folder``; return its path."""
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": f"c{i}",
+                "metadata": {},
+                "outputs": [],
+                "source": cell.source,
+            }
+            for i, cell in enumerate(cells)
+        ],
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    target = folder / f"{stem}.ipynb"
+    target.write_text(json.dumps(notebook), encoding="utf-8")
+    return target
 
 
 def format_chapter(path: Path, check: bool = False) -> bool:
@@ -112,15 +126,20 @@ def format_chapter(path: Path, check: bool = False) -> bool:
     """
     path = Path(path)
     text = path.read_text(encoding="utf-8")
+    cells = code_cells(text)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = _as_notebook(cells, Path(tmp), path.stem)
+        done = _ruff("format", f"--line-length={LINE_LENGTH}", str(target))
+        if done.returncode != 0:
+            raise ValueError(f"ruff cannot format the code of {path}:\n{done.stderr}")
+        formatted = json.loads(target.read_text(encoding="utf-8"))["cells"]
     lines = text.splitlines()
     changed = False
-    for cell in reversed(code_cells(text)):  # from the end, so earlier spans stay valid
-        if not cell.source.strip():
-            continue
-        new = _formatted(cell.source)
-        if new != cell.source:
+    for cell, new in reversed(list(zip(cells, formatted, strict=True))):  # keep spans valid
+        source = "".join(new["source"]).rstrip("\n")
+        if source != cell.source.rstrip("\n"):
             changed = True
-            lines[cell.start : cell.end] = new.splitlines()
+            lines[cell.start : cell.end] = source.splitlines()
     if changed and not check:
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return changed
@@ -128,25 +147,9 @@ def format_chapter(path: Path, check: bool = False) -> bool:
 
 def lint_chapter(path: Path) -> list[str]:
     """``ruff check`` findings for the chapter at ``path`` (empty when it is clean)."""
-    cells = [
-        {
-            "cell_type": "code",
-            "execution_count": None,
-            "metadata": {},
-            "outputs": [],
-            "source": cell.source,
-        }
-        for cell in code_cells(Path(path).read_text(encoding="utf-8"))
-    ]
-    notebook = {
-        "cells": cells,
-        "metadata": {"language_info": {"name": "python"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
+    cells = code_cells(Path(path).read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory() as tmp:
-        target = Path(tmp) / (Path(path).stem + ".ipynb")
-        target.write_text(json.dumps(notebook), encoding="utf-8")
+        target = _as_notebook(cells, Path(tmp), Path(path).stem)
         done = _ruff(
             "check",
             f"--line-length={LINE_LENGTH}",

@@ -47,6 +47,16 @@ def _slug(chapter: str) -> str:
     return chapter.removesuffix(".md").replace("/", "__")
 
 
+def _prefix(chapter: str) -> str:
+    """The glue-name prefix of a chapter: ``"part1/02_x"`` -> ``"p1c2"``, closing -> ``"cl"``."""
+    part, _, name = chapter.partition("/")
+    if part == "closing":
+        return "cl"
+    if not (part.startswith("part") and part[4:].isdigit() and name[:2].isdigit()):
+        raise ValueError(f"chapter must be a path such as 'part1/02_x'; got {chapter!r}")
+    return f"p{int(part[4:])}c{int(name[:2])}"
+
+
 def _check_values(values: Any) -> dict[str, Scalar]:
     check_instance("values", values, Mapping)
     out: dict[str, Scalar] = {}
@@ -97,18 +107,31 @@ class Claims:
 
     @property
     def verdict(self) -> str:
-        """``"all hold at both profiles"``, or each claim that fails somewhere and where."""
+        """``"all hold at both settings"``, or each claim that fails somewhere and where."""
         failing = {k: v for k, v in self.held.items() if not all(v)}
         if not failing:
-            return "all hold at both profiles"
+            return "all hold at both settings"
 
         def word(ok: bool) -> str:
             return "holds" if ok else "fails"
 
         return "; ".join(
-            f"{name}: {word(a)} here, {word(b)} at the paper profile"
+            f"{name}: {word(a)} at the book's settings, {word(b)} at the paper's"
             for name, (a, b) in failing.items()
         )
+
+    def says(self, name: str) -> str:
+        """One claim's verdict in words: ``"holds at both settings"``, ``"fails at both"``, or
+        where it holds and where it fails."""
+        if name not in self.held:
+            raise KeyError(f"name must be one of the claims {list(self.held)}; got {name!r}")
+        here, paper = self.held[name]
+        if here and paper:
+            return "holds at both settings"
+        if not (here or paper):
+            return "fails at both settings"
+        where = "the paper's settings" if paper else "the book's settings"
+        return f"holds only at {where}"
 
     def __str__(self) -> str:
         return "\n".join(
@@ -223,6 +246,61 @@ class ChapterSnapshot:
             "moved": ", ".join(moved) or "none",
             "minutes": self.provenance["wall_seconds"] / 60,
         }
+
+    def glue_for_reproduction(
+        self,
+        values: Mapping[str, Any],
+        checks: Mapping[str, Callable[[Mapping], bool]],
+        quoted: Sequence[str],
+        *,
+        ignore: Sequence[str] = (),
+        rtol: float = 0.1,
+    ) -> Claims:
+        """Glue what the part's Reproduction page shows of this snapshot; return the claims.
+
+        The chapter calls this in a hidden cell at its end, where ``values`` are its own
+        glued values (:func:`~ccmc_lite.core.glued_values`); the Reproduction page pastes
+        the results by name from the chapter. With ``prefix`` the chapter's glue prefix
+        (``"p1c2"`` for ``part1/02_...``) it glues:
+
+        * ``{prefix}_snap_{name}`` — the snapshot's value of each ``{prefix}_{name}`` in
+          ``quoted``, to stand beside this run's;
+        * ``{prefix}_snap_verdict`` — :attr:`Claims.verdict` of ``checks`` on both runs,
+          and ``{prefix}_snap_held_{i}`` — the verdict of the ``i``-th check alone
+          (:meth:`Claims.says`);
+        * ``{prefix}_snap_values`` and ``{prefix}_snap_moved`` — how many values the
+          snapshot holds and how many of them moved by more than ``rtol``
+          (:meth:`changed`, leaving out ``ignore``);
+        * ``{prefix}_snap_created``, ``_machine``, ``_minutes``, ``_versions`` and
+          ``_command`` — the provenance.
+        """
+        from .gluing import glue
+
+        prefix = _prefix(self.chapter)
+        if isinstance(quoted, str) or not all(isinstance(q, str) for q in quoted):
+            raise TypeError(f"quoted must be a sequence of names (str); got {quoted!r}")
+        for name in quoted:
+            key = f"{prefix}_{name}"
+            if key not in self.values:
+                raise KeyError(f"quoted name {name!r}: the snapshot has no value {key!r}")
+            glue(f"{prefix}_snap_{name}", self.values[key], display=False)
+        claims = self.claims(values, checks)
+        p = self.provenance
+        shown = {
+            "verdict": claims.verdict,
+            "values": len(self.values),
+            "moved": len(self.changed(values, rtol=rtol, ignore=ignore)),
+            "created": p["created"],
+            "machine": p["machine"],
+            "minutes": p["wall_seconds"] / 60,
+            "versions": f"ccmc_lite {p['package_version']}, torch {p['torch_version']}",
+            "command": p["command"],
+        }
+        for name, value in shown.items():
+            glue(f"{prefix}_snap_{name}", value, display=False)
+        for i, name in enumerate(claims.held):
+            glue(f"{prefix}_snap_held_{i}", claims.says(name), display=False)
+        return claims
 
     def table(
         self, values: Mapping[str, Any], *, ignore: Sequence[str] = (), rtol: float = 0.1
