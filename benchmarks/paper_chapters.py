@@ -39,6 +39,7 @@ MARK = "@@ccmc-snapshot@@"
 CHAPTERS = (
     "part1/02_learning_by_prompting",
     "part1/03_trajectory_collapse",
+    "part1/04_one_trajectory",
     "part3/01_incontext_ngrams",
     "part3/02_near_stationarity",
     "closing/one_lens",

@@ -11,11 +11,16 @@ after these tests) renders them without executing them again (see ``book_tools``
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 
 import pytest
 
 from book_tools import ROOT, chapter_notebooks, notebook_result
+
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import chapter_code
 
 CHAPTERS = chapter_notebooks()
 
@@ -57,10 +62,19 @@ KEY_STYLE = re.compile(r"^(p[1-3]c\d|cl|run)_(?:[A-Za-z0-9_]|\{[^}]*\})+$")  # {
     "path", CHAPTERS, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in CHAPTERS]
 )
 def test_chapter_follows_the_cell_and_glue_policies(path):
-    """Visible imports, no removed cells, ccmc_lite.glue (not myst-nb), one glue key style."""
+    """Removed cells only keep the books (nothing visible needs them), ccmc_lite.glue (not
+    myst-nb), one glue key style."""
     text = path.read_text(encoding="utf-8")
-    for tag in ("remove-cell", "remove-input"):
-        assert tag not in text, f"{path.name} hides code with {tag}; use hide-input"
+    assert "remove-input" not in text, f"{path.name} shows output without its code"
+    hidden_names: set[str] = set()
+    for cell in chapter_code.code_cells(text):
+        tree = ast.parse(cell.source)
+        if "remove-cell" in cell.tags:  # glue, asserts: what the reader need not see
+            hidden_names |= _bound_names(tree)
+        else:
+            used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            leaked = sorted(used & hidden_names - _bound_names(tree))
+            assert not leaked, f"{path.name}: a visible cell uses {leaked} from a removed cell"
     assert "myst_nb" not in text, f"{path.name} imports myst_nb; use ccmc_lite.glue"
     keys = [m.group(2) for m in GLUE_KEY.finditer(text)]
     bad = [k for k in keys if not KEY_STYLE.match(k)]
@@ -68,6 +82,21 @@ def test_chapter_follows_the_cell_and_glue_policies(path):
     if keys:
         prefixes = {k.split("_", 1)[0] for k in keys}
         assert len(prefixes) == 1, f"{path.name} mixes glue prefixes {sorted(prefixes)}"
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Names a cell binds: assignments, loop targets, definitions, arguments and imports."""
+    names = {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
 
 
 def test_book_tools_agree_with_the_book_extension():

@@ -68,8 +68,8 @@ def run(checker, answer, **kwargs) -> CheckResult:
 
 
 def test_the_table_holds_every_checker_once():
-    assert len(CHECKERS) == len(set(CHECKERS)) == 33
-    assert len(VALUE_CHECKERS) == 4  # the rest take the learner's function
+    assert len(CHECKERS) == len(set(CHECKERS)) == 37
+    assert len(VALUE_CHECKERS) == 8  # the rest take the learner's function
 
 
 @pytest.mark.parametrize("checker", CHECKERS, ids=name_of)
@@ -353,8 +353,9 @@ def test_every_chapter_has_checked_exercises_for_every_checker():
             text = path.read_text(encoding="utf-8")
             assert sum(ex.path == path for ex in found) >= 2, path.name
             assert import_line in text, f"{path.name} does not import its exercises"
-            section = text.index("\n## Exercises\n")  # one section, right before the summary
-            assert "\n## " not in text[section + 5 : text.index("\n## Summary\n")]
+            section = text.index("\n## Exercises\n")  # one section, right before the end
+            end = re.search(r"\n## (Summary|Takeaways)\n", text)
+            assert end and "\n## " not in text[section + 5 : end.start()], path.name
         assert all(re.fullmatch(rf"{prefix}-ex-[a-z0-9-]+", ex.label) for ex in found)
         used = {checker_call(ex)[0] for ex in found}
         assert used == set(module.__all__), f"{part}: checkers without an exercise"
