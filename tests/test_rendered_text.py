@@ -27,6 +27,8 @@ PAGES = [
     Path("book/part2/02_unigram_trap.md"),
     Path("book/part2/03_training_dynamics.md"),
     Path("book/reproduction/part2.md"),
+    Path("book/part3/01_incontext_ngrams.md"),
+    Path("book/reproduction/part3.md"),
 ]
 MAX_CELL_LINES = 20
 MAX_LINE = 88

@@ -55,6 +55,11 @@ class CodeCell:
     tags: tuple[str, ...]
 
 
+def _tag_list(inside: str) -> tuple[str, ...]:
+    """``"remove-cell, 'x'"`` (the inside of ``[...]``) -> ``("remove-cell", "x")``."""
+    return tuple(t.strip().strip("'\"") for t in inside.split(",") if t.strip())
+
+
 def code_cells(text: str) -> list[CodeCell]:
     """The code cells of a MyST notebook's ``text``, in order, with their bodies' line spans."""
     lines = text.splitlines()
@@ -71,12 +76,13 @@ def code_cells(text: str) -> list[CodeCell]:
         if j < len(lines) and lines[j].strip() == "---":  # a YAML options block
             j += 1
             while j < len(lines) and lines[j].strip() != "---":
+                found = re.match(r"tags:\s*\[(.*)\]", lines[j])
+                tags = _tag_list(found[1]) if found else tags
                 j += 1
             j += 1
         while j < len(lines) and lines[j].startswith(":"):  # short options, e.g. :tags:
             found = re.match(r":tags:\s*\[(.*)\]", lines[j])
-            if found:
-                tags = tuple(t.strip().strip("'\"") for t in found[1].split(","))
+            tags = _tag_list(found[1]) if found else tags
             j += 1
         end = j
         while end < len(lines) and lines[end].rstrip() != fence:
