@@ -30,6 +30,7 @@ LINTED = [
     ROOT / "book" / "part2" / "02_unigram_trap.md",
     ROOT / "book" / "part2" / "03_training_dynamics.md",
     ROOT / "book" / "part3" / "01_incontext_ngrams.md",
+    ROOT / "book" / "part3" / "02_near_stationarity.md",
 ]
 HEAD = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n"
 

@@ -28,6 +28,7 @@ PAGES = [
     Path("book/part2/03_training_dynamics.md"),
     Path("book/reproduction/part2.md"),
     Path("book/part3/01_incontext_ngrams.md"),
+    Path("book/part3/02_near_stationarity.md"),
     Path("book/reproduction/part3.md"),
 ]
 MAX_CELL_LINES = 20

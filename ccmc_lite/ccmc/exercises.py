@@ -410,8 +410,8 @@ def check_return_visits(my_visits: Any, *, seed: int = 0, quiet: bool = False) -
     ``k`` appears between lengths ``t`` and ``10 t`` (large ``t``) when the CCMC of the
     paper's Fig. 1 chain (Part I, Chapter 1) writes its own text: the proof of Ildiz et al.
     2024, Lemma 5.2 (App. E.1) bounds the chance of ``k`` at length ``t`` below by
-    :math:`ar\pi_k/t` with :math:`ar\pi_k = \min_i P_{ik}`, so the bound is
-    :math:`ar\pi_k \ln 10`. Each entry must be right to ``1e-6``.
+    :math:`\bar\pi_k/t` with :math:`\bar\pi_k = \min_i P_{ik}`, so the bound is
+    :math:`\bar\pi_k \ln 10`. Each entry must be right to ``1e-6``.
     """
 
 
