@@ -31,6 +31,7 @@ LINTED = [
     ROOT / "book" / "part2" / "03_training_dynamics.md",
     ROOT / "book" / "part3" / "01_incontext_ngrams.md",
     ROOT / "book" / "part3" / "02_near_stationarity.md",
+    ROOT / "book" / "part3" / "04_attention_only.md",
 ]
 HEAD = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n"
 

@@ -29,6 +29,7 @@ PAGES = [
     Path("book/reproduction/part2.md"),
     Path("book/part3/01_incontext_ngrams.md"),
     Path("book/part3/02_near_stationarity.md"),
+    Path("book/part3/04_attention_only.md"),
     Path("book/reproduction/part3.md"),
 ]
 MAX_CELL_LINES = 20
@@ -63,6 +64,14 @@ def machinery(text: str) -> list[str]:
     return sorted(set(found))
 
 
+def test_caption_counter_counts_words_not_numbers_or_formulas():
+    html = (
+        '<figure><figcaption><p><span class="caption-number">Fig. 2.1 </span>'
+        'Loss against <span class="math">\\(c\\)</span> at T = 32.</p></figcaption></figure>'
+    )
+    assert caption_lengths(html) == {"Fig. 2.1": 6}  # Loss against x at T 32
+
+
 def test_machinery_detector_finds_keys_and_file_names():
     text = "slope p1c2_slope in part2.fig4_speedup from benchmarks/results.json, cl_x; Fig. 2.3"
     assert machinery(text) == [
@@ -90,3 +99,29 @@ def test_page_code_cells_fit_the_column(built_book, page):
     too_long = [c.splitlines()[0] for c in cells if len(c.rstrip().splitlines()) > MAX_CELL_LINES]
     too_wide = [line for c in cells for line in c.splitlines() if len(line) > MAX_LINE]
     assert too_long == [] and too_wide == []
+
+
+MAX_CAPTION_WORDS = 40
+
+
+def caption_lengths(html: str) -> dict[str, int]:
+    """Words of every figure caption (a formula counts as one), by the figure's number."""
+    soup = BeautifulSoup(html, "html.parser")
+    out = {}
+    for caption in soup.select("figure figcaption, div.figure p.caption"):
+        number = caption.select_one(".caption-number")
+        label = number.get_text(strip=True) if number else caption.get_text()[:30]
+        if number:
+            number.decompose()
+        for node in caption.select(".math"):
+            node.replace_with("x")
+        text = caption.get_text(" ", strip=True)
+        out[label] = len(re.findall(r"[A-Za-z0-9][\w.'-]*", text))
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=str)
+def test_figure_captions_are_short(built_book, page):
+    html = (built_book / page.with_suffix(".html")).read_text(encoding="utf-8")
+    long = {k: n for k, n in caption_lengths(html).items() if n > MAX_CAPTION_WORDS}
+    assert long == {}
