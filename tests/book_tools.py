@@ -165,6 +165,10 @@ def dev_module():
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    # The reader, floor and Binder environments are built in background threads while
+    # other tests run: their "[dev] $ ..." lines go to the real stderr, not into the
+    # stdout that a test happens to be capturing at that moment.
+    module.say = lambda msg: print(f"[dev] {msg}", file=sys.__stderr__, flush=True)
     return module
 
 
