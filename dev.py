@@ -265,8 +265,9 @@ def cmd_gpu_runs(args: list[str]) -> None:
 
 
 def cmd_student(args: list[str]) -> None:
-    ensure_env()
-    run([PY, ROOT / "book" / "_ext" / "booktools.py", *args])
+    # The standard library suffices: the student notebooks come from the built book's
+    # published notebooks (build it first, or pass --published <folder>).
+    run([sys.executable, ROOT / "book" / "_ext" / "booktools.py", *args])
 
 
 def cmd_fmt(args: list[str]) -> None:

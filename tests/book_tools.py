@@ -504,9 +504,48 @@ def execute_chapter(path: Path) -> ExecutedNotebook:
     return done
 
 
+#: Cells hidden on the page but kept in the reader's notebooks (``plain_notebooks``).
+NOTEBOOK_ONLY_TAG = "notebook-only"
+
+
+def shown_cells(chapter: Path, solutions: bool = True) -> list:
+    """The cells of a chapter that its published notebook keeps, from the source, in order.
+
+    Those are the cells the page shows and the ``notebook-only`` ones (not the other
+    ``remove-cell`` cells); with ``solutions=False``, less the solutions, as in the student
+    notebook. The build writes the published notebooks from the resolved pages; the tests
+    execute these cells before the build exists, and check after it that the code cells
+    are the same (``tests/test_published_notebooks.py``).
+    """
+    import jupytext
+
+    text = chapter.read_text(encoding="utf-8")
+    if not solutions:
+        text = booktools.strip_solutions(text)
+    nb = jupytext.reads(text, fmt="md:myst")
+    return [
+        c
+        for c in nb.cells
+        if "remove-cell" not in (tags := c.metadata.get("tags", [])) or NOTEBOOK_ONLY_TAG in tags
+    ]
+
+
 def student_notebook(chapter: Path, out_dir: Path) -> Path:
-    """The student notebook of a taught chapter, as ``python3 dev.py student`` writes it."""
-    return booktools.write_student_notebook(chapter, out_dir, setup_cell=SETUP_SOURCE)
+    """A taught chapter's student notebook as a student runs it: the set-up cell, then the
+    cells of :func:`shown_cells` without solutions; no outputs."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nb.cells = [setup_cell(), *shown_cells(chapter, solutions=False)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{booktools.student_name(rel(chapter.with_suffix('')))}.ipynb"
+    nbformat.write(nb, str(target))
+    return target
 
 
 def execute_student(chapter: Path) -> ExecutedNotebook:

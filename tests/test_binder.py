@@ -1,15 +1,16 @@
-"""Binder, as a reader meets it: the launch button opens the chapter as a notebook.
+"""Binder, as a reader meets it: the launch button opens the chapter's published notebook.
 
-JupyterLab starts from a copy of the repository's tracked files with ``$HOME`` set to it
-(Binder copies the repository into ``$HOME``, so ``.jupyter/`` is its Jupyter configuration),
-in an environment holding what Binder installs (``environment.yml``: the runtime
-dependencies, JupyterLab, jupytext; see ``book_tools.ensure_binder_venv``). Headless
-Chromium, with every non-local request blocked, opens the chapter's Binder path
-(``urlpath=lab/tree/<chapter>.md``) on the local server. The test checks that a notebook
-opens (not a text editor), that its first code cells run, and that a widget renders; the
-screenshot is kept under ``_build/screenshots/``. The book builds meanwhile (it is started
-first, in the background); at the end the test checks that the built chapter page's Binder
-button names exactly the path it opened.
+The launch buttons start Binder on the published pages (the ``gh-pages`` branch is the
+built ``_build/html``), which the build makes a Binder repository (``binder/``,
+``.jupyter/labconfig/``). So JupyterLab starts with ``$HOME`` a copy of the built pages
+(Binder copies the repository into ``$HOME``), in an environment holding what Binder
+installs (``environment.yml``: the runtime dependencies, JupyterLab, jupyterlab-myst,
+jupytext; see ``book_tools.ensure_binder_venv``). Headless Chromium, with every non-local
+request blocked, opens the path the chapter page's Binder button names. The test checks
+that the notebook opens, that its markdown is rendered text (a numbered theorem, a glued
+number, a figure, typeset math), that its cells run to the end with the explorer's sliders,
+and that running it leaves the published file as it was. The screenshot is kept under
+``_build/screenshots/``.
 """
 
 from __future__ import annotations
@@ -74,17 +75,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def jupyterlab(tmp_path_factory):
-    """JupyterLab serving a copy of the repository, configured as on Binder."""
+def jupyterlab(tmp_path_factory, built_book):
+    """JupyterLab serving a copy of the published pages, configured as on Binder."""
     python = ensure_binder_venv()
     home = tmp_path_factory.mktemp("binder-home")
-    tracked = subprocess.run(
-        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    for name in tracked:
-        if (ROOT / name).is_file():
-            (home / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, home / name)
+    shutil.copytree(built_book, home, dirs_exist_ok=True)
     port = _free_port()
     log = (BUILD_DIR / "binder-jupyterlab.log").open("w")
     proc = subprocess.Popen(
@@ -118,7 +113,7 @@ def jupyterlab(tmp_path_factory):
                 proc.terminate()
                 pytest.fail(f"JupyterLab did not start; see {BUILD_DIR / 'binder-jupyterlab.log'}")
             time.sleep(0.5)
-    yield base
+    yield base, home
     proc.terminate()
     try:
         proc.wait(timeout=20)
@@ -146,14 +141,31 @@ def _wait_for_kernel(base: str, path: str, timeout: float = 120) -> None:
     raise AssertionError(f"no idle kernel for {path} after {timeout} s: sessions {sessions}")
 
 
-def test_binder_button_opens_the_chapter_as_a_notebook(book_build, jupyterlab, request):
+def test_binder_button_opens_the_published_notebook(jupyterlab, built_book):
+    import json
+
     from playwright.sync_api import sync_playwright
     from test_book import CHROMIUM_FLAGS, NO_NETWORK, _chromium
 
-    # book_build (first argument) has started the build; it runs while JupyterLab works.
-    urlpath = f"lab/tree/{CHAPTER.relative_to(ROOT).as_posix()}"  # what Binder opens
-    url = f"{jupyterlab}/{urlpath}?token={TOKEN}"
-    host = urlparse(jupyterlab).netloc
+    base, home = jupyterlab
+    # The reader gets there through the built page's button: open the path it names.
+    launch = urlparse(_binder_url(built_book))
+    assert launch.path.endswith("/gh-pages"), launch.path
+    (urlpath,) = parse_qs(launch.query)["urlpath"]
+    path = urlpath.removeprefix("lab/tree/")
+    assert path == f"_sources/{CHAPTER.relative_to(ROOT).with_suffix('.ipynb').as_posix()}"
+    published = (home / path).read_bytes()
+    assert (home / "binder" / "environment.yml").read_text() == (
+        ROOT / "environment.yml"
+    ).read_text()
+    assert "git+https://github.com/ccmc-lite/ccmc_lite@" in (home / "binder/postBuild").read_text()
+    settings = f"{base}/lab/api/settings/@jupyterlab/docmanager-extension:plugin?token={TOKEN}"
+    with urllib.request.urlopen(settings, timeout=10) as r:
+        schema = json.load(r)["schema"]  # the overrides become the schema's defaults
+    assert schema["properties"]["autosave"]["default"] is False, "autosave rewrites the file"
+
+    url = f"{base}/{urlpath}?token={TOKEN}"
+    host = urlparse(base).netloc
     blocked: list[str] = []
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     SCREENSHOT.unlink(missing_ok=True)
@@ -171,42 +183,57 @@ def test_binder_button_opens_the_chapter_as_a_notebook(book_build, jupyterlab, r
         page = context.new_page()
         try:
             page.goto(url, wait_until="domcontentloaded")
-            panel = page.locator(".jp-NotebookPanel").first
-            try:
-                panel.wait_for(state="visible", timeout=90_000)
-            except Exception:
-                page.screenshot(path=str(SCREENSHOT))
-                editors = page.locator(".jp-FileEditor").count()
-                raise AssertionError(
-                    f"{urlpath} did not open as a notebook ({editors} text editor(s) open); "
-                    f"see {SCREENSHOT}"
-                ) from None
-            assert page.locator(".jp-FileEditor:visible").count() == 0
-            # Once the notebook's kernel is up, run the first cells one by one (Shift+Enter,
-            # as a reader does): the first code cells get execution counts and no error.
-            _wait_for_kernel(jupyterlab, CHAPTER.relative_to(ROOT).as_posix())
-            page.locator(".jp-Cell").first.click()
+            page.locator(".jp-NotebookPanel").first.wait_for(state="visible", timeout=90_000)
+            _wait_for_kernel(base, path)
+            # The markdown is text, rendered by jupyterlab-myst: a theorem heading, typeset
+            # math, a glued number, and the prose's figure (a cell attachment) drawn.
+            markdown = page.locator(".jp-MarkdownCell .myst")
+            markdown.first.wait_for(state="visible", timeout=60_000)
+            page.wait_for_timeout(1000)
+            dirty = page.locator(".jp-mod-dirty").count()
+            assert dirty == 0, "opening the notebook marked it modified"
+            page.wait_for_function(  # every cell rendered ("defer" windowing)
+                "() => document.querySelector('.jp-Notebook').innerText.includes('Takeaways')",
+                timeout=60_000,
+            )
+            text = page.locator(".jp-Notebook").inner_text()
+            for raw in ("{glue", "{prf:", "```{", ":label:", "{numref", "{cite"):
+                assert raw not in text, f"raw MyST {raw!r} shown in the notebook"
+            assert re.search(r"Theorem\s*\(Global minimum", text), "no rendered theorem"
+            assert "0.926 nats above the entropy rate" in text, "no glued number"
+            page.wait_for_function(
+                "() => document.querySelectorAll('.jp-MarkdownCell .myst .katex').length > 20",
+                timeout=60_000,
+            )
+            # Run the first cells one by one (Shift+Enter, as a reader does) ...
+            page.locator(".jp-CodeCell").first.click()
             page.keyboard.press("Escape")  # command mode
-            for _ in range(5):
+            for _ in range(3):
                 page.keyboard.press("Shift+Enter")
             page.wait_for_function(
                 """() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
                      .slice(0, 2).every(p => /\\[\\d+\\]/.test(p.textContent))""",
                 timeout=180_000,
             )
-            # Then the rest from the Run menu: the chapter's widget is near its end.
+            # ... then the rest from the Run menu: the explorer is near the end.
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-            # The explorer's two sliders (ipywidgets.interact) render.
             sliders = page.locator(".jp-OutputArea .widget-slider")
             sliders.first.wait_for(state="visible", timeout=300_000)
             assert sliders.count() >= 2, f"{sliders.count()} slider(s) rendered, want p and q"
+            figure = page.locator(".jp-MarkdownCell .myst img").first
+            figure.scroll_into_view_if_needed()
+            page.wait_for_function(
+                """() => Array.from(document.querySelectorAll('.jp-MarkdownCell .myst img'))
+                     .some(i => i.complete && i.naturalWidth > 100)""",
+                timeout=60_000,
+            )
             for _ in range(3):  # the notebook renders lazily: scroll until it settles
                 sliders.first.evaluate("e => e.scrollIntoView({block: 'center'})")
                 page.wait_for_timeout(700)
             page.screenshot(path=str(SCREENSHOT))
             errors = page.locator(".jp-OutputArea-output[data-mime-type*='error']").count()
-            assert errors == 0, f"{errors} cell(s) of {urlpath} raised in JupyterLab"
+            assert errors == 0, f"{errors} cell(s) of {path} raised in JupyterLab"
         except Exception:
             page.screenshot(path=str(SCREENSHOT))
             raise
@@ -215,6 +242,4 @@ def test_binder_button_opens_the_chapter_as_a_notebook(book_build, jupyterlab, r
             browser.close()
     assert not blocked, "JupyterLab tried to leave this machine:\n" + "\n".join(blocked)
     assert SCREENSHOT.stat().st_size > 20_000
-    # The reader gets there through the built page's button: it must name this very path.
-    launch = urlparse(_binder_url(request.getfixturevalue("built_book")))
-    assert parse_qs(launch.query)["urlpath"] == [urlpath], launch.query
+    assert (home / path).read_bytes() == published, "running the chapter rewrote its file"

@@ -27,7 +27,9 @@ from booktools import (
     main,
     patch_kernel_polling,
     strip_solutions,
-    write_student_notebook,
+    student_name,
+    student_notebook,
+    write_published,
 )
 
 from ccmc_lite.core import (
@@ -523,26 +525,72 @@ def test_unterminated_solution_is_an_error():
         strip_solutions(b"bytes")
 
 
-def test_write_student_notebook(tmp_path):
-    chapter = tmp_path / "ch.md"
-    chapter.write_text(CHAPTER)
-    target = write_student_notebook(chapter, tmp_path / "out", setup_cell="print('setup')")
-    nb = json.loads(target.read_text())
+def _published() -> dict:
+    """A published notebook as the build writes it (tags from ``plain_notebooks``)."""
+
+    def cell(kind, source, tags=(), outputs=()):
+        c = {"cell_type": kind, "metadata": {"tags": list(tags)} if tags else {}, "source": source}
+        if kind == "code":
+            c.update(execution_count=1 if outputs else None, outputs=list(outputs))
+        return c
+
+    out = {"output_type": "stream", "name": "stdout", "text": "7\n"}
+    return {
+        "cells": [
+            cell("code", "print('setup')", ["ccmc-setup"]),
+            cell("markdown", "**Exercise 1.1**\n\n> write `my_softmax`"),
+            cell("code", "def my_softmax(x):\n    raise NotImplementedError", outputs=[out]),
+            cell("markdown", "**Solution to Exercise 1.1**\n\n> SECRET_SOLUTION", ["solution"]),
+            cell("code", "def my_softmax(x):\n    return SECRET_SOLUTION", ["solution"], [out]),
+            cell("code", "check(my_softmax)", outputs=[out]),
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def test_student_notebook_drops_solutions_and_outputs():
+    published = _published()
+    nb = student_notebook(published)
     sources = ["".join(c["source"]) for c in nb["cells"]]
-    assert sources[0] == "print('setup')\n"
+    assert sources[0] == "print('setup')"
     assert not any("SECRET_SOLUTION" in s for s in sources)
-    assert any("check(my_softmax)" in s for s in sources)
-    assert all(c.get("outputs", []) == [] for c in nb["cells"] if c["cell_type"] == "code")
-    with pytest.raises(ValueError, match="chapter must be an existing file"):
-        write_student_notebook(tmp_path / "missing.md", tmp_path)
+    assert sources[-1] == "check(my_softmax)" and len(sources) == 4
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    assert len(published["cells"]) == 6, "the published notebook itself is not modified"
+    with pytest.raises(ValueError, match="published has no solution cells"):
+        student_notebook({"cells": published["cells"][:3]})
+    with pytest.raises(ValueError, match="published must be a notebook"):
+        student_notebook({"cells": "not a list"})
 
 
-def test_student_command_line(tmp_path, capsys):
-    chapter = tmp_path / "ch.md"
-    chapter.write_text(CHAPTER)
-    assert main([str(chapter), "--out", str(tmp_path / "nbs"), "--root", str(tmp_path)]) == 0
-    assert (tmp_path / "nbs" / "ch.ipynb").exists()
-    assert "1 solution(s) removed" in capsys.readouterr().out
+def test_student_names_keep_the_part():
+    assert student_name("book/part2/01_markov_data_and_target") == "part2_01_markov_data_and_target"
+    assert student_name("book/closing/one_lens") == "closing_one_lens"
+    with pytest.raises(ValueError, match="docname must be a chapter"):
+        student_name("intro")
+
+
+def test_write_published_and_the_student_command_line(tmp_path, capsys):
+    site = tmp_path / "html"
+    written = write_published(site, "book/part1/01_x", _published())
+    assert written == [
+        site / "_sources" / "book" / "part1" / "01_x.ipynb",
+        site / "student_notebooks" / "part1_01_x.ipynb",
+    ]
+    no_exercise = {**_published(), "cells": _published()["cells"][:3]}
+    assert write_published(site, "book/part1/02_y", no_exercise) == [
+        site / "_sources" / "book" / "part1" / "02_y.ipynb"
+    ]
+    out = tmp_path / "nbs"
+    assert main(["--published", str(site / "_sources"), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["part1_01_x.ipynb"]
+    assert json.loads((out / "part1_01_x.ipynb").read_text()) == student_notebook(_published())
+    assert "part1_01_x.ipynb" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--published", str(tmp_path / "empty"), "--out", str(out)])
 
 
 def test_chapter_overview(tmp_path):

@@ -92,6 +92,8 @@ def test_readme_links_the_online_book_binder_and_the_pages_workflow():
     assert "[![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/" in readme
     workflow = (ROOT / ".github" / "workflows" / "book.yml").read_text()
     assert "python3 dev.py test" in workflow and "gh-pages" in workflow
+    # The build's .jupyter/labconfig (Binder's settings on gh-pages) is a hidden folder.
+    assert "include-hidden-files: true" in workflow
 
 
 def test_publishing_workflow_caches_tests_pull_requests_and_limits_write_access():

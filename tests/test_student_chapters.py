@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-from booktools import count_blocks, strip_solutions, write_student_notebook
+from booktools import count_blocks, strip_solutions
 
-from book_tools import ROOT, cell_text, notebook_result, taught_chapters
+from book_tools import ROOT, cell_text, notebook_result, student_notebook, taught_chapters
 
 CHAPTERS = taught_chapters()
 SETUP = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
@@ -62,7 +62,8 @@ def test_student_version_of_chapter(chapter: Path, tmp_path: Path):
     leaked = sorted(ln for ln in secret if ln in student)
     assert not leaked, f"{chapter.name}: solution lines left in the student version: {leaked[:3]}"
 
-    target = write_student_notebook(chapter, tmp_path, setup_cell=SETUP)
+    target = student_notebook(chapter, tmp_path)
+    assert target.name == f"{chapter.parent.name}_{chapter.stem}.ipynb"
     nb = json.loads(target.read_text(encoding="utf-8"))
     assert "".join(nb["cells"][0]["source"]).strip() == SETUP.strip()
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]

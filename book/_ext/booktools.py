@@ -5,10 +5,13 @@ This is tooling for the book's authors and instructors, not part of the runtime 
 
 * :func:`toc_entries` reads ``_toc.yml`` — the one place the table of contents is parsed
   (the Sphinx extension, the tests and the benchmarks all call it).
-* :func:`write_student_notebook` turns a chapter into a student notebook::
+* :func:`write_published` writes a chapter's published notebook (made by
+  ``plain_notebooks`` during the build) and its student version, :func:`student_notebook`:
+  the published notebook less its solution cells and outputs. With the standard library
+  alone, from the published notebooks of a built book::
 
-    python3 book/_ext/booktools.py book/part1/01_attention_is_a_ccmc.md --out student_notebooks
-    python3 dev.py student            # every chapter listed in _toc.yml
+    python3 book/_ext/booktools.py --published _build/html/_sources --out student_notebooks
+    python3 dev.py student            # the same
 
 * :func:`chapter_overview` gives the rows of the table on the instructors' page.
 * :func:`patch_kernel_polling` keeps ``nbclient`` from missing a kernel's reply; every
@@ -17,20 +20,8 @@ This is tooling for the book's authors and instructors, not part of the runtime 
   snapshot of the chapter (``python3 dev.py paper-chapters``) can be checked against it.
 
 Solutions in the book are written with sphinx-exercise's gated directives, so they may
-contain code cells::
-
-    ```{solution-start} p1-ex-transition
-    :class: dropdown
-    ```
-    ... markdown and code cells of the solution ...
-    ```{solution-end}
-    ```
-
-Everything from a ``solution-start`` fence to the end of the matching ``solution-end``
-block is removed, as are plain ``{solution}`` directive blocks. Exercises, stubs and the
-checker cells stay, so a student runs the checker on their own code. The notebook gets
-the book's set-up cell (installs ``ccmc_lite`` when missing) at the top and no outputs.
-Needs ``jupytext`` (installed with the book's environment).
+contain code cells (``solution-start`` … ``solution-end``); :func:`strip_solutions` removes
+them from a chapter's source (the tests use it to check that no solution line leaks).
 """
 
 from __future__ import annotations
@@ -48,12 +39,15 @@ __all__ = [
     "chapter_notebooks",
     "chapter_overview",
     "count_blocks",
+    "has_exercises",
     "is_notebook",
     "patch_kernel_polling",
     "strip_solutions",
+    "student_name",
+    "student_notebook",
     "taught_chapters",
     "toc_entries",
-    "write_student_notebook",
+    "write_published",
 ]
 
 _FENCE = re.compile(r"^(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[a-z:-]+)\}")
@@ -168,7 +162,7 @@ def strip_solutions(text: str) -> str:
             continue
         out.append(lines[i])
         i += 1
-    return re.sub(r"\n{3,}", "\n\n", "".join(out))
+    return "".join(out)  # code cells keep their blank lines (formatted code has pairs)
 
 
 #: Cells with this tag compare the page with its paper-profile snapshot: they are left out of
@@ -198,30 +192,75 @@ def chapter_code_sha256(chapter: Path) -> str:
     return hashlib.sha256(ast.dump(tree).encode("utf-8")).hexdigest()
 
 
-def write_student_notebook(chapter: Path, out_dir: Path, setup_cell: str | None = None) -> Path:
-    """Write ``out_dir/<chapter>.ipynb`` without solutions and outputs; return its path."""
-    try:
-        import jupytext
-        import nbformat
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("the student command needs jupytext: pip install jupytext") from err
-    chapter = Path(chapter)
-    if not chapter.exists():
-        raise ValueError(f"chapter must be an existing file; got {chapter}")
-    text = strip_solutions(chapter.read_text(encoding="utf-8"))
-    nb = jupytext.reads(text, fmt="md:myst")
-    if setup_cell:
-        cell = nbformat.v4.new_code_cell(setup_cell.rstrip() + "\n")
-        cell.metadata["tags"] = ["ccmc-setup"]
-        nb.cells.insert(0, cell)
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / (chapter.stem + ".ipynb")
-    nbformat.write(nb, str(target))
-    return target
+#: Tags the published notebooks give cells (``plain_notebooks`` writes them).
+SOLUTION_TAG = "solution"
+SETUP_TAG = "ccmc-setup"
+
+
+def student_name(docname: str) -> str:
+    """File stem of a chapter's student notebook: ``book/part2/01_x`` → ``part2_01_x``."""
+    parts = Path(docname).parts
+    if len(parts) < 2:
+        raise ValueError(f"docname must be a chapter under book/<part>/; got {docname!r}")
+    return f"{parts[-2]}_{parts[-1]}"
+
+
+def student_notebook(published: Mapping[str, Any]) -> dict[str, Any]:
+    """The student version of a published notebook: no solution cells, no outputs.
+
+    Needs only the standard library: an instructor makes the student notebooks from the
+    published ones (the book's download buttons) without the book's environment.
+    Raises ``ValueError`` when ``published`` has no ``cells`` list or no exercise.
+    """
+    import copy
+
+    cells = published.get("cells") if isinstance(published, Mapping) else None
+    if not isinstance(cells, list):
+        raise ValueError("published must be a notebook (a mapping with a 'cells' list)")
+    if not any(SOLUTION_TAG in c.get("metadata", {}).get("tags", []) for c in cells):
+        raise ValueError("published has no solution cells: the chapter has no exercises")
+    nb = copy.deepcopy(dict(published))
+    kept = []
+    for cell in nb["cells"]:
+        if SOLUTION_TAG in cell.get("metadata", {}).get("tags", []):
+            continue
+        if cell["cell_type"] == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        kept.append(cell)
+    nb["cells"] = kept
+    return nb
+
+
+def has_exercises(published: Mapping[str, Any]) -> bool:
+    """True when a published notebook has solution cells (so a student version)."""
+    return any(
+        SOLUTION_TAG in c.get("metadata", {}).get("tags", []) for c in published.get("cells", [])
+    )
+
+
+def write_published(outdir: Path, docname: str, notebook: Mapping[str, Any]) -> list[Path]:
+    """Write a chapter's published notebook and, if it has exercises, its student version.
+
+    The published notebook goes where the page's download and Colab buttons point
+    (``outdir/_sources/<docname>.ipynb``); the student one to
+    ``outdir/student_notebooks/<part>_<chapter>.ipynb``. Returns the paths written.
+    """
+    target = Path(outdir) / "_sources" / f"{docname}.ipynb"
+    written = [_write_json(target, notebook)]
+    if has_exercises(notebook):
+        student = Path(outdir) / "student_notebooks" / f"{student_name(docname)}.ipynb"
+        written.append(_write_json(student, student_notebook(notebook)))
+    return written
+
+
+def _write_json(path: Path, notebook: Mapping[str, Any]) -> Path:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(notebook, indent=1, ensure_ascii=False, sort_keys=True)
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
 
 
 #: Longest single wait on a kernel socket, in seconds (:func:`patch_kernel_polling`).
@@ -267,18 +306,32 @@ def patch_kernel_polling() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write student notebooks without solutions.")
-    parser.add_argument("chapters", nargs="*", type=Path, help="MyST chapters (default: the toc)")
+    import json
+
+    parser = argparse.ArgumentParser(
+        description="Write student notebooks (no solutions, no outputs) from the published "
+        "notebooks of a built book; needs only the standard library."
+    )
+    parser.add_argument(
+        "--published",
+        type=Path,
+        default=Path("_build/html/_sources"),
+        help="folder of published notebooks (the built book's _sources)",
+    )
     parser.add_argument("--out", type=Path, default=Path("student_notebooks"))
-    parser.add_argument("--root", type=Path, default=Path.cwd(), help="repository root")
     args = parser.parse_args(argv)
-    chapters = list(args.chapters) or chapter_notebooks(args.root)
-    setup = args.root / "book" / "_colab_setup.py"
-    setup_cell = setup.read_text(encoding="utf-8") if setup.exists() else None
-    for chapter in chapters:
-        target = write_student_notebook(chapter, args.out, setup_cell)
-        solutions = count_blocks(chapter.read_text(encoding="utf-8"), "solution-start")
-        print(f"{chapter} -> {target} ({solutions} solution(s) removed)")
+    found = sorted(args.published.glob("book/*/*.ipynb"))
+    if not found:
+        parser.error(f"no published notebooks under {args.published}/book/: build the book first")
+    for path in found:
+        published = json.loads(path.read_text(encoding="utf-8"))
+        if not has_exercises(published):
+            continue
+        docname = path.relative_to(args.published).with_suffix("").as_posix()
+        target = _write_json(
+            args.out / f"{student_name(docname)}.ipynb", student_notebook(published)
+        )
+        print(f"{path} -> {target}")
     return 0
 
 

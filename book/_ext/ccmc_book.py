@@ -1,11 +1,13 @@
 """Small Sphinx extension for the ccmc_lite book.
 
-1. Colab cannot open MyST Markdown. sphinx-book-theme points the Colab button at the
-   chapter's ``.md`` source, so we point it at the executed ``.ipynb`` that the build
-   publishes under ``_sources/`` on the ``gh-pages`` branch instead.
-2. The downloadable ``.ipynb`` of every chapter gets one set-up cell at the top that
-   installs ``ccmc_lite`` when it is missing (Colab, a fresh environment). The cell's text
-   lives in one place, ``book/_colab_setup.py``; chapter sources do not repeat it.
+1. Colab and Binder open the chapter's published ``.ipynb`` (``_sources/`` on the
+   ``gh-pages`` branch, the built pages), not its MyST source; the build also writes the
+   ``binder/`` folder and JupyterLab settings that make that branch a Binder repository.
+2. The downloadable ``.ipynb`` of every chapter is written from the page's resolved doctree
+   (:mod:`plain_notebooks`): plain Markdown with the values, numbers and links of the page,
+   the executed outputs, and a first cell that installs the commit that built the pages
+   (``book/_colab_setup.py``). Its student version (no solutions, no outputs) goes to
+   ``student_notebooks/`` beside the pages (:func:`booktools.write_published`).
 3. sphinx-thebe's assets are dropped while Thebe is off (they throw a JavaScript error on
    every page and reference a CDN).
 4. ``booktools.patch_kernel_polling`` makes notebook execution poll the kernel's sockets
@@ -25,13 +27,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from booktools import patch_kernel_polling
+from booktools import patch_kernel_polling, write_published
 from docutils import nodes
 from docutils.statemachine import StringList
+from plain_notebooks import commit_of, plain_notebook
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-SETUP_TAG = "ccmc-setup"
 BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # the same name as ccmc_lite.core.gluing.BOOK_BUILD_ENV
 
 
@@ -42,26 +44,11 @@ def _walk_buttons(buttons: list[dict[str, Any]]):
             yield from _walk_buttons(button["buttons"])
 
 
-def _setup_cell_source(app: Sphinx) -> str:
-    path = Path(app.srcdir) / app.config.ccmc_setup_cell_file
-    return path.read_text(encoding="utf-8").rstrip() + "\n"
-
-
-def _inject_setup_cell(notebook_path: Path, source: str) -> None:
-    nb = json.loads(notebook_path.read_text(encoding="utf-8"))
-    cells = nb.get("cells", [])
-    if cells and SETUP_TAG in cells[0].get("metadata", {}).get("tags", []):
-        return
-    cell = {
-        "cell_type": "code",
-        "execution_count": None,
-        "id": "ccmc-setup",
-        "metadata": {"tags": [SETUP_TAG]},
-        "outputs": [],
-        "source": source.splitlines(keepends=True),
-    }
-    nb["cells"] = [cell, *cells]
-    notebook_path.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
+def keep_plain_notebook(app: Sphinx, doctree: Any, docname: str) -> None:
+    """Render the reader's notebook of a chapter from its resolved doctree (see below)."""
+    notebook = plain_notebook(app, doctree, docname)
+    if notebook is not None:
+        app.ccmc_notebooks[docname] = notebook  # type: ignore[attr-defined]
 
 
 def fix_launch_and_download(
@@ -73,19 +60,69 @@ def fix_launch_and_download(
         return
     context.setdefault("metatags", "")
     context["metatags"] += '\n<meta name="ccmc-chapter" content="1" />'
-    notebook_path = Path(app.outdir) / "_sources" / ipynb
-    if notebook_path.exists():
-        _inject_setup_cell(notebook_path, _setup_cell_source(app))
+    notebook = app.ccmc_notebooks.pop(pagename, None)  # type: ignore[attr-defined]
+    if notebook is not None:
+        write_published(Path(app.outdir), pagename, notebook)
     repo = app.config.html_theme_options.get("repository_url", "").rstrip("/")
     prefix = "https://github.com/"
     if not repo.startswith(prefix):
         return
     org_repo = repo[len(prefix) :]
-    branch = app.config.ccmc_colab_branch
+    branch = app.config.ccmc_pages_branch
     colab = f"https://colab.research.google.com/github/{org_repo}/blob/{branch}/_sources/{ipynb}"
+    binder = f"https://mybinder.org/v2/gh/{org_repo}/{branch}?urlpath=lab/tree/_sources/{ipynb}"
     for button in _walk_buttons(context.get("header_buttons", [])):
         if button.get("text") == "Colab":
             button["url"] = colab
+        elif button.get("text") == "Binder":
+            button["url"] = binder
+
+
+#: JupyterLab settings for Binder on the published pages: no autosave, so running a
+#: chapter never rewrites the published notebook; every cell rendered (not only those in
+#: view), so that the browser's find reaches the whole chapter; no news or update checks.
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "defer"},
+    "@jupyterlab/apputils-extension:notification": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+
+def write_binder_files(app: Sphinx, exception: Exception | None) -> None:
+    """Make the published pages (the ``gh-pages`` branch) a Binder repository.
+
+    Binder and Colab open the same published notebook (plain Markdown, the page's numbers
+    and figures). Binder reads ``binder/environment.yml`` (the repository's) and runs
+    ``binder/postBuild``, which installs the commit that built the pages; Binder's ``$HOME``
+    is the branch, so ``.jupyter/labconfig/`` holds JupyterLab's settings.
+    """
+    if exception is not None or app.builder.name != "html":
+        return
+    out = Path(app.outdir)
+    (out / "binder").mkdir(exist_ok=True)
+    (out / "binder" / "environment.yml").write_text(
+        (Path(app.srcdir) / "environment.yml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    commit = commit_of(Path(app.srcdir)) or "main"
+    repo = app.config.html_theme_options.get("repository_url", "").rstrip("/")
+    post = out / "binder" / "postBuild"
+    post.write_text(
+        "#!/usr/bin/env bash\n"
+        "# Written by the book build: installs the ccmc_lite that built these pages\n"
+        "# (its dependencies come from environment.yml).\n"
+        "set -euo pipefail\n"
+        f'python -m pip install --no-deps "ccmc_lite @ git+{repo}@{commit}"\n',
+        encoding="utf-8",
+    )
+    post.chmod(0o755)
+    lab = out / ".jupyter" / "labconfig"
+    lab.mkdir(parents=True, exist_ok=True)
+    (lab / "default_setting_overrides.json").write_text(
+        json.dumps(LAB_SETTINGS, indent=2) + "\n", encoding="utf-8"
+    )
 
 
 def drop_unused_thebe(
@@ -240,10 +277,13 @@ def _submodules(package: Any) -> list[str]:
 def setup(app: Sphinx) -> dict[str, Any]:
     patch_kernel_polling()
     os.environ[BOOK_BUILD_ENV] = "1"  # inherited by the kernels myst-nb starts
-    app.add_config_value("ccmc_colab_branch", "gh-pages", "html")
+    app.add_config_value("ccmc_pages_branch", "gh-pages", "html")
     app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
+    app.ccmc_notebooks = {}  # type: ignore[attr-defined]
+    app.connect("doctree-resolved", keep_plain_notebook)
     app.connect("html-page-context", fix_launch_and_download, priority=502)
     app.connect("html-page-context", drop_unused_thebe, priority=900)
+    app.connect("build-finished", write_binder_files)
     app.add_directive("chapter-overview", ChapterOverview)
     app.add_directive("api-part", ApiPart)
     # Chapter titles such as "The $(p, q)$ phase diagram" put math into the navigation of
