@@ -100,11 +100,15 @@ def _bound_names(tree: ast.AST) -> set[str]:
 
 
 def test_book_tools_agree_with_the_book_extension():
-    """``book_tools`` repeats two names of ``ccmc_book`` so that it imports without Sphinx."""
+    """``book_tools`` repeats names of the book extension so that it imports without Sphinx."""
+    import booktools
     import ccmc_book
+    import plain_notebooks
 
     import book_tools
     from ccmc_lite.core import gluing
 
-    assert book_tools.SETUP_TAG == ccmc_book.SETUP_TAG
+    assert book_tools.SETUP_TAG == plain_notebooks.SETUP_TAG == booktools.SETUP_TAG
+    assert book_tools.NOTEBOOK_ONLY_TAG == plain_notebooks.NOTEBOOK_ONLY_TAG
+    assert booktools.SOLUTION_TAG == plain_notebooks.SOLUTION_TAG
     assert book_tools.BOOK_BUILD_ENV == ccmc_book.BOOK_BUILD_ENV == gluing.BOOK_BUILD_ENV

@@ -151,3 +151,12 @@ def test_the_set_up_cell_installs_the_commit_that_built_the_pages(built_book):
         setup = _source(_notebook(_published(built_book, chapter))["cells"][0])
         assert f'REF = "{head}"' in setup, chapter.name
         assert "git+https://github.com/ccmc-lite/ccmc_lite@{REF}" in setup
+
+
+@pytest.mark.book
+def test_the_instructors_table_links_every_student_notebook(built_book):
+    html = (built_book / "book" / "instructors.html").read_text(encoding="utf-8")
+    links = re.findall(r'href="https://[^"]+/(student_notebooks/[\w.-]+\.ipynb)"', html)
+    assert len(links) == len(taught_chapters()), links
+    missing = [link for link in links if not (built_book / link).is_file()]
+    assert not missing, f"the instructors' page links notebooks the build did not write: {missing}"

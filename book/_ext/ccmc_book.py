@@ -164,7 +164,7 @@ class ChapterOverview(SphinxDirective):
     has_content = False
 
     def run(self) -> list[Any]:
-        from booktools import chapter_overview
+        from booktools import chapter_overview, student_name
 
         root = Path(self.env.srcdir)
         results_path = root / "benchmarks" / "results.json"
@@ -174,15 +174,18 @@ class ChapterOverview(SphinxDirective):
         if not rows:
             raise self.error("chapter-overview found no taught chapters in _toc.yml")
         here = Path(self.env.doc2path(self.env.docname)).parent
+        site = self.config.html_baseurl.rstrip("/")
         lines = [
-            "| part | chapter | exercises | book profile | paper profile |",
-            "|---|---|---|---|---|",
+            "| part | chapter | exercises | student notebook | book profile | paper profile |",
+            "|---|---|---|---|---|---|",
         ]
         for r in rows:
             link = Path(os.path.relpath(root / r["path"], here)).as_posix()
+            name = student_name(str(Path(r["path"]).with_suffix("")))
+            student = f"[{name}.ipynb]({site}/student_notebooks/{name}.ipynb)"
             lines.append(
                 f"| {r['part'].split(' — ')[0]} | [{r['title']}]({link}) | {r['exercises']} | "
-                f"{_seconds(r['book_s'])} | {_seconds(r['paper_s'])} |"
+                f"{student} | {_seconds(r['book_s'])} | {_seconds(r['paper_s'])} |"
             )
         lines += [
             "",
