@@ -126,6 +126,41 @@ def test_detect_stages_never_labels_a_descent():
     assert ngram.detect_stages(y, span=5, tol=0.01) == []
 
 
+def test_detect_stages_rejects_a_slow_linear_descent():
+    # 0.07 nats over 64 evaluations: 0.0044 per window of five, below the default tol,
+    # so every window looks flat; the slope test across the stretch rejects it
+    y = np.linspace(1.68, 1.61, 64)
+    assert ngram.detect_stages(y) == []
+    # the same descent between two real levels leaves the two levels, and only them
+    y = np.concatenate([np.full(20, 1.75), np.linspace(1.68, 1.61, 64), np.full(20, 1.55)])
+    found = ngram.detect_stages(y)
+    assert [round(st.loss, 3) for st in found] == [1.75, 1.55]
+    assert found[0].end <= 20 and found[1].start >= 84
+
+
+def test_detect_stages_sees_stages_through_evaluation_noise():
+    # noise of s.d. 0.005 (the default tol) on a staircase: a fixed tolerance found nothing
+    y, bounds = _staged_curve([1.68, 1.61, 1.556], [30, 40, 30], noise=0.005, seed=3)
+    found = ngram.detect_stages(y)
+    assert len(found) == 3
+    for st, (a, b), lv in zip(found, bounds, [1.68, 1.61, 1.556], strict=True):
+        assert abs(st.loss - lv) < 0.005
+        # the raised tolerance blurs each boundary by up to the 8-point drop's length
+        assert a - 8 <= st.start <= a + 8 and b - 8 <= st.end <= b + 8
+    # and noise alone, without stages below it, is one stage, not several
+    flat = 1.6 + 0.005 * np.random.default_rng(4).standard_normal(80)
+    assert len(ngram.detect_stages(flat)) == 1
+
+
+def test_detect_stages_short_level_needs_a_short_span():
+    # a level of 4 evaluations between two drops: a window of five cannot fit on it
+    y = np.concatenate([np.full(12, 1.7), [1.66], np.full(4, 1.62), [1.59], np.full(12, 1.55)])
+    assert [round(s.loss, 2) for s in ngram.detect_stages(y, span=5)] == [1.7, 1.55]
+    found = ngram.detect_stages(y, span=3)
+    assert [round(s.loss, 2) for s in found] == [1.7, 1.62, 1.55]
+    assert (found[1].start, found[1].end) == (13, 16)
+
+
 def test_detect_stages_merges_levels_closer_than_min_separation():
     # two stretches 0.005 apart separated by a small bump: one stage, not two
     y, _ = _staged_curve([1.610, 1.605], [30, 30], drop=2, noise=0.0)

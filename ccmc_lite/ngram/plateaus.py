@@ -8,9 +8,10 @@ level. Histories are per run: ``(steps,)`` or ``(R, steps)``.
 
 That gradient-norm rule (:func:`~ccmc_lite.ngram.detect_plateaus`) uses one global threshold
 and can merge stages whose losses nearly coincide. :func:`~ccmc_lite.ngram.detect_stages`
-instead reads the stages off the *loss* with a local flatness test (a stretch is a stage
-when the loss varies by less than a tolerance over a sliding window, so a descending stretch
-never qualifies), keeps only levels separated by a minimum gap, and
+instead reads the stages off the *loss*: a local flatness test over a sliding window (its
+tolerance adapted to the loss's noise), then a slope test across each stretch (a slow
+descent that passes the local test is not a level), keeping only levels separated by a
+minimum gap; and
 :func:`~ccmc_lite.ngram.label_stages` names each stage from the first-layer attention
 offsets (uniform, previous token, two back). :func:`~ccmc_lite.ngram.absent_mass` and
 :func:`~ccmc_lite.ngram.histogram_levels` give the reference levels that the simplified
@@ -94,10 +95,13 @@ def _moving_average(name: str, x: Any, window: int) -> np.ndarray:
     window = check_size("window", window, minimum=1)
     if not np.all(np.isfinite(v)):
         raise ValueError(f"{name} must be finite (no NaN or inf)")
-    c = np.concatenate([[0.0], np.cumsum(v)])
+    if window == 1:
+        return v.astype(float)
+    mid = float(np.median(v))  # cumulative sums of deviations keep their precision
+    c = np.concatenate([[0.0], np.cumsum(v - mid)])
     idx = np.arange(1, v.size + 1)
     lo = np.maximum(idx - window, 0)
-    return (c[idx] - c[lo]) / (idx - lo)
+    return mid + (c[idx] - c[lo]) / (idx - lo)
 
 
 def detect_plateaus(
@@ -154,6 +158,55 @@ def detect_plateaus(
         )
         for s, t in _true_runs(flat, min_length)
     ]
+
+
+def _noise_level(y: np.ndarray) -> float:
+    """Standard deviation of white noise on ``y``, from its successive differences.
+
+    The median absolute deviation of the differences ignores the few large steps between
+    stages; for i.i.d. noise of s.d. sigma the differences have s.d. sigma * sqrt(2).
+    """
+    if y.size < 3:
+        return 0.0
+    d = np.diff(y)
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def _drop(seg: np.ndarray) -> float:
+    """Size of the least-squares linear change across ``seg`` (nats, start to end)."""
+    if seg.size < 2:
+        return 0.0
+    t = np.arange(seg.size, dtype=float)
+    t -= t.mean()
+    dev = seg - np.median(seg)  # centred, so that large constant losses do not overflow
+    slope = float(np.dot(t, dev) / np.dot(t, t))
+    return abs(slope) * (seg.size - 1)
+
+
+def _split_levels(y: np.ndarray, s: int, e: int, min_drop: float) -> list[tuple[int, int]]:
+    """Split ``y[s:e]`` into pieces whose linear drop is below ``min_drop`` (recursively, at
+    the point where two constant levels fit best)."""
+    if e - s < 4 or _drop(y[s:e]) < min_drop:
+        return [(s, e)]
+    seg = y[s:e] - np.median(y[s:e])  # centred: the squares below stay finite
+    c1 = np.cumsum(seg)
+    c2 = np.cumsum(seg**2)
+    k = np.arange(1, seg.size)  # left piece seg[:k], right piece seg[k:]
+    left = c2[k - 1] - c1[k - 1] ** 2 / k
+    right = (c2[-1] - c2[k - 1]) - (c1[-1] - c1[k - 1]) ** 2 / (seg.size - k)
+    cut = s + int(k[np.argmin(left + right)])
+    return _split_levels(y, s, cut, min_drop) + _split_levels(y, cut, e, min_drop)
+
+
+def _trim(y: np.ndarray, s: int, e: int, tol: float, min_points: int) -> tuple[int, int]:
+    """Drop end points of ``y[s:e]`` farther than ``tol`` from its median (the start of the
+    drop that a flat window reached into), keeping at least ``min_points``."""
+    level = np.median(y[s:e])
+    while e - s > min_points and abs(y[e - 1] - level) > tol:
+        e -= 1
+    while e - s > min_points and abs(y[s] - level) > tol:
+        s += 1
+    return s, e
 
 
 def _true_runs(mask: np.ndarray, min_length: int) -> list[tuple[int, int]]:
@@ -304,11 +357,26 @@ def detect_stages(
 ) -> list[Stage]:
     """Flat stretches of one loss history, one per stage (Varre et al. 2025, Sec. 5, Fig. 1).
 
-    A point ``i`` is *flat* when the smoothed loss varies by less than ``tol`` over the
-    centred window of ``span`` points around it (a local test on the slope, not one global
-    threshold: a stretch that keeps descending is never flat). Maximal runs of at least
-    ``min_points`` flat points are candidate stages; consecutive candidates whose levels
-    differ by less than ``min_separation`` are one stage interrupted by noise and are merged.
+    1. **Local flatness.** A point is flat when the smoothed loss varies by less than the
+       tolerance over the centred window of ``span`` points around it; the window's points
+       then belong to the flat stretch too. The tolerance is ``tol``, raised to three times
+       the loss's noise level when the loss is noisier (the noise is estimated robustly from
+       the median absolute deviation of successive differences), so that evaluation noise
+       alone does not break a plateau.
+    2. **Levels, not slow descents.** A local window cannot see a slow descent (0.07 nats
+       over 64 points is 0.004 per window of five). So each flat stretch whose least-squares
+       drop from start to end reaches ``min_separation`` is split where two constant levels
+       fit it best, recursively; pieces shorter than ``min_points`` are dropped;
+       consecutive pieces whose levels differ by less than ``min_separation`` are merged
+       (one stage interrupted by noise); a merged stage whose own drop still reaches
+       ``min_separation`` is a descent and is dropped; and end points farther than half the
+       tolerance from a stage's median are trimmed (where a window reached into a drop).
+
+    Limits: inside the record a level must last at least ``span`` points to be seen
+    (pass a smaller ``span`` for short stages; at either end of the record the window is
+    clipped); levels closer than ``min_separation`` are one stage; a level that runs
+    straight into a slow descent may be absorbed by it and lost; stage boundaries are
+    known to about half a window.
 
     Parameters
     ----------
@@ -321,11 +389,13 @@ def detect_stages(
     span : int
         Number of points (odd is natural) in the local flatness window, ``>= 2``.
     tol : float
-        Largest loss variation (nats) over the window at a flat point.
+        Largest loss variation (nats) over the window at a flat point (before the noise
+        adjustment of step 1).
     min_points : int
-        Fewest consecutive flat points that make a stage.
+        Fewest consecutive points that make a stage.
     min_separation : float
-        Smallest gap (nats) between the levels of two consecutive stages.
+        Smallest gap (nats) between the levels of two consecutive stages, and the largest
+        drop (nats) across one stage.
 
     Returns
     -------
@@ -348,20 +418,31 @@ def detect_stages(
     tol = check_float("tol", tol, minimum=0.0, open_lower=True)
     min_points = check_size("min_points", min_points, limit=max(n, 1))
     min_separation = check_float("min_separation", min_separation, minimum=0.0)
+    tol = max(tol, 3.0 * _noise_level(y))
     half_lo, half_hi = (span - 1) // 2, span // 2
-    flat = np.zeros(n, dtype=bool)
-    for i in range(n):
-        seg = y[max(0, i - half_lo) : min(n, i + half_hi + 1)]
-        flat[i] = seg.max() - seg.min() < tol
-    runs = _true_runs(flat, min_points)
+    covered = np.zeros(n, dtype=bool)  # in the window of some flat point
+    for i in range(n):  # windows are clipped at the ends: a stage may outlast the record
+        lo, hi = max(0, i - half_lo), min(n, i + half_hi + 1)
+        if y[lo:hi].max() - y[lo:hi].min() < tol:
+            full = hi - lo == span
+            covered[lo:hi] |= full  # a full flat window is flat throughout
+            covered[i] = True
+    pieces = [
+        piece
+        for s, e in _true_runs(covered, 1)
+        for piece in _split_levels(y, s, e, min_separation)
+        if piece[1] - piece[0] >= min_points
+    ]
     merged: list[tuple[int, int]] = []
-    for s, e in runs:
+    for s, e in pieces:
         if merged and abs(np.median(y[s:e]) - np.median(y[merged[-1][0] : merged[-1][1]])) < (
             min_separation
         ):
             merged[-1] = (merged[-1][0], e)
         else:
             merged.append((s, e))
+    merged = [(s, e) for s, e in merged if _drop(y[s:e]) < min_separation]
+    merged = [_trim(y, s, e, tol / 2, min_points) for s, e in merged]
     return [
         Stage(start=int(x[s]), end=int(x[e - 1]), loss=float(np.median(y[s:e]))) for s, e in merged
     ]
