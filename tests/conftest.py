@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,7 @@ def book_build():
             stderr=subprocess.STDOUT,
             text=True,
         )
+    proc.started_at = time.time()  # type: ignore[attr-defined]  # files older are stale
     yield proc
     if proc.poll() is None:  # the session ended before anything waited for the build
         proc.kill()

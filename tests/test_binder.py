@@ -15,6 +15,7 @@ and that running it leaves the published file as it was. The screenshot is kept 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
@@ -26,7 +27,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from book_tools import BUILD_DIR, ROOT, binder_env, ensure_binder_venv
+from book_tools import BUILD_DIR, HTML_DIR, ROOT, binder_env, ensure_binder_venv
 
 pytestmark = pytest.mark.binder
 
@@ -74,12 +75,54 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The published notebook the chapter page's Binder button opens (checked at the end).
+PUBLISHED = Path("_sources") / CHAPTER.relative_to(ROOT).with_suffix(".ipynb")
+
+
+def _published_during_the_build(book_build, timeout: float = 900) -> None:
+    """Wait until the running build has written the chapter's published notebook.
+
+    The build writes Binder's files when it starts and each page's notebook when it writes
+    the page, so JupyterLab can run the chapter while Sphinx writes the other pages (two
+    cores: one for the build, one for the kernel), as Binder would serve it afterwards.
+    """
+    started = getattr(book_build, "started_at", 0.0)  # a stale file from an older build
+    path = HTML_DIR / PUBLISHED
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = book_build.poll() == 0  # an up-to-date page is not written again
+        if path.exists() and (path.stat().st_mtime >= started or done):
+            try:
+                if "ccmc-setup" in json.loads(path.read_text(encoding="utf-8"))["cells"][0].get(
+                    "metadata", {}
+                ).get("tags", []):
+                    return
+            except (ValueError, KeyError, IndexError):
+                pass  # being written, or still the theme's copy of the source
+        if book_build.poll() is not None and book_build.returncode != 0:
+            pytest.fail("the book build failed before it wrote the chapter's notebook")
+        time.sleep(0.5)
+    pytest.fail(f"the build did not write {PUBLISHED} within {timeout} s")
+
+
 @pytest.fixture(scope="module")
-def jupyterlab(tmp_path_factory, built_book):
-    """JupyterLab serving a copy of the published pages, configured as on Binder."""
+def jupyterlab(tmp_path_factory, book_build):
+    """JupyterLab serving the published pages as Binder does, while the build finishes.
+
+    ``$HOME`` gets the build's Binder files and the chapter's published notebook (the rest
+    of the pages is not needed to run it); the test checks the built page's button at the
+    end, once the build is done.
+    """
     python = ensure_binder_venv()
     home = tmp_path_factory.mktemp("binder-home")
-    shutil.copytree(built_book, home, dirs_exist_ok=True)
+    _published_during_the_build(book_build)
+    for rel in (PUBLISHED, Path("binder"), Path(".jupyter")):
+        source = HTML_DIR / rel
+        if source.is_dir():
+            shutil.copytree(source, home / rel, dirs_exist_ok=True)
+        else:
+            (home / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, home / rel)
     port = _free_port()
     log = (BUILD_DIR / "binder-jupyterlab.log").open("w")
     proc = subprocess.Popen(
@@ -141,19 +184,13 @@ def _wait_for_kernel(base: str, path: str, timeout: float = 120) -> None:
     raise AssertionError(f"no idle kernel for {path} after {timeout} s: sessions {sessions}")
 
 
-def test_binder_button_opens_the_published_notebook(jupyterlab, built_book):
-    import json
-
+def test_binder_button_opens_the_published_notebook(jupyterlab, request):
     from playwright.sync_api import sync_playwright
     from test_book import CHROMIUM_FLAGS, NO_NETWORK, _chromium
 
     base, home = jupyterlab
-    # The reader gets there through the built page's button: open the path it names.
-    launch = urlparse(_binder_url(built_book))
-    assert launch.path.endswith("/gh-pages"), launch.path
-    (urlpath,) = parse_qs(launch.query)["urlpath"]
-    path = urlpath.removeprefix("lab/tree/")
-    assert path == f"_sources/{CHAPTER.relative_to(ROOT).with_suffix('.ipynb').as_posix()}"
+    path = PUBLISHED.as_posix()
+    urlpath = f"lab/tree/{path}"  # what Binder opens; the page's button is checked below
     published = (home / path).read_bytes()
     assert (home / "binder" / "environment.yml").read_text() == (
         ROOT / "environment.yml"
@@ -243,3 +280,9 @@ def test_binder_button_opens_the_published_notebook(jupyterlab, built_book):
     assert not blocked, "JupyterLab tried to leave this machine:\n" + "\n".join(blocked)
     assert SCREENSHOT.stat().st_size > 20_000
     assert (home / path).read_bytes() == published, "running the chapter rewrote its file"
+    # The reader gets there through the built page's button: it names this very path.
+    built_book = request.getfixturevalue("built_book")
+    launch = urlparse(_binder_url(built_book))
+    assert launch.path.endswith("/gh-pages"), launch.path
+    assert parse_qs(launch.query)["urlpath"] == [urlpath], launch.query
+    assert (built_book / PUBLISHED).read_bytes() == published, "the build rewrote the notebook"

@@ -91,15 +91,32 @@ LAB_SETTINGS = {
 }
 
 
-def write_binder_files(app: Sphinx, exception: Exception | None) -> None:
+def reread_when_the_commit_changes(
+    app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
+    """Every page again when the checked-out commit changed since the last build.
+
+    Each published notebook pins the commit that built it (its set-up cell), and Sphinx
+    writes only the pages whose sources changed; re-reading all of them (execution stays
+    cached) keeps every notebook on the same, current commit.
+    """
+    commit = commit_of(Path(app.srcdir))
+    if getattr(env, "ccmc_commit", None) == commit:
+        return []
+    env.ccmc_commit = commit
+    return sorted(env.found_docs)
+
+
+def write_binder_files(app: Sphinx) -> None:
     """Make the published pages (the ``gh-pages`` branch) a Binder repository.
 
     Binder and Colab open the same published notebook (plain Markdown, the page's numbers
     and figures). Binder reads ``binder/environment.yml`` (the repository's) and runs
     ``binder/postBuild``, which installs the commit that built the pages; Binder's ``$HOME``
-    is the branch, so ``.jupyter/labconfig/`` holds JupyterLab's settings.
+    is the branch, so ``.jupyter/labconfig/`` holds JupyterLab's settings. Written when
+    the build starts: they depend on nothing the build makes.
     """
-    if exception is not None or app.builder.name != "html":
+    if app.builder.name != "html":
         return
     out = Path(app.outdir)
     (out / "binder").mkdir(exist_ok=True)
@@ -286,7 +303,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-resolved", keep_plain_notebook)
     app.connect("html-page-context", fix_launch_and_download, priority=502)
     app.connect("html-page-context", drop_unused_thebe, priority=900)
-    app.connect("build-finished", write_binder_files)
+    app.connect("builder-inited", write_binder_files)
+    app.connect("env-get-outdated", reread_when_the_commit_changes)
     app.add_directive("chapter-overview", ChapterOverview)
     app.add_directive("api-part", ApiPart)
     # Chapter titles such as "The $(p, q)$ phase diagram" put math into the navigation of
