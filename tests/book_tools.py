@@ -597,6 +597,56 @@ def start_pool(extra: tuple[str, Path] | None = None) -> None:
     jobs.sort(key=lambda k: (k[0] == "student", -_expected_seconds(*k)))
     for job in jobs:
         _POOL[job] = _EXECUTOR.submit(_run_job, *job)
+    if BUILD_WANTED:
+        chapters = [f for (kind, _), f in _POOL.items() if kind == "chapter"]
+        for future in chapters:
+            future.add_done_callback(lambda _f, c=chapters: _build_when_done(c))
+
+
+# --------------------------------------------------------------------------- the book build
+
+#: Set by conftest.py when a selected test needs the built book.
+BUILD_WANTED = False
+_BUILD: dict[str, subprocess.Popen] = {}
+_BUILD_LOCK = threading.Lock()
+
+
+def start_book_build() -> subprocess.Popen:
+    """Start the book's ``-W -n`` build in the background once (log: ``_build/build.log``).
+
+    The build renders the chapters from the cache their test runs fill, so it starts as
+    soon as every chapter has run (the student notebooks may still be running: they do not
+    write that cache), or when a test first needs it.
+    """
+    with _BUILD_LOCK:
+        if "proc" not in _BUILD:
+            jb = Path(sys.executable).with_name("jupyter-book")
+            BUILD_DIR.mkdir(exist_ok=True)
+            with (BUILD_DIR / "build.log").open("w") as log:
+                proc = subprocess.Popen(
+                    [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            proc.started_at = time.time()  # type: ignore[attr-defined]  # older files: stale
+            _BUILD["proc"] = proc
+        return _BUILD["proc"]
+
+
+def _build_when_done(chapters: list[concurrent.futures.Future]) -> None:
+    if all(f.done() for f in chapters) and not any(
+        f.exception() or f.result().error for f in chapters
+    ):
+        start_book_build()
+
+
+def stop_book_build() -> None:
+    proc = _BUILD.get("proc")
+    if proc is not None and proc.poll() is None:  # the session ended before anything waited
+        proc.kill()
+        proc.wait()
 
 
 def notebook_result(kind: str, path: Path) -> ExecutedNotebook:

@@ -20,7 +20,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -46,7 +45,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 import book_tools  # noqa: E402 (needs the sys.path entry above)
-from book_tools import BUILD_DIR, HTML_DIR, ROOT  # noqa: E402
+from book_tools import BUILD_DIR, HTML_DIR  # noqa: E402
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -77,6 +76,8 @@ def pytest_collection_finish(session):
         for kind in ("chapter", "student"):  # both parametrized on ``chapter``
             if item.get_closest_marker(kind) and isinstance(params.get("chapter"), Path):
                 book_tools.SELECTED.append((kind, params["chapter"]))
+        if item.get_closest_marker("book") or item.get_closest_marker("binder"):
+            book_tools.BUILD_WANTED = True
     early = os.environ.get("CCMC_TEST_EARLY_POOL", "1") != "0"
     if book_tools.SELECTED and early:
         book_tools.start_pool()  # the kernels work while the unit tests run
@@ -88,6 +89,7 @@ def pytest_collection_finish(session):
 
 def pytest_sessionfinish(session, exitstatus):
     book_tools.shutdown_pool()
+    book_tools.stop_book_build()  # started by the pool but never waited for
     for module in FLOOR_MODULES:
         module.shutdown_floor_runs()
 
@@ -125,27 +127,14 @@ def student_timings():
 
 @pytest.fixture(scope="session")
 def book_build():
-    """Start the book's ``-W -n`` build in the background (log: ``_build/build.log``).
+    """The book's ``-W -n`` build, running in the background (``book_tools.start_book_build``).
 
+    It starts as soon as every chapter of the notebook pool has run, or here at the latest.
     :func:`built_book` waits for it. The Binder test (``tests/test_binder.py``, which runs
-    before the browser tests) starts it first and drives JupyterLab while Sphinx works: the
-    build keeps about one core busy, the Binder check mostly waits on its browser.
+    before the browser tests) drives JupyterLab while Sphinx works.
     """
-    jb = Path(sys.executable).with_name("jupyter-book")
-    BUILD_DIR.mkdir(exist_ok=True)
-    with (BUILD_DIR / "build.log").open("w") as log:
-        proc = subprocess.Popen(
-            [str(jb), "build", str(ROOT), "-W", "-n", "--keep-going"],
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    proc.started_at = time.time()  # type: ignore[attr-defined]  # files older are stale
-    yield proc
-    if proc.poll() is None:  # the session ended before anything waited for the build
-        proc.kill()
-        proc.wait()
+    yield book_tools.start_book_build()
+    book_tools.stop_book_build()
 
 
 @pytest.fixture(scope="session")
