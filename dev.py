@@ -11,11 +11,12 @@
     python3 dev.py gpu-runs [NAMES]  on a CUDA machine: stored sweeps re-run on the GPU, and
                             the Fig. 4 grid's step timed there (files shipped with the package)
     python3 dev.py fmt [--check]  format the chapters' code cells (ruff, 88 columns)
-    python3 dev.py student  write student notebooks (solutions removed) to student_notebooks/
+    python3 dev.py student  student notebooks (no solutions, no outputs) from the built book's
+                            published notebooks to student_notebooks/ (standard library only)
     python3 dev.py lock     re-pin requirements/lock.txt from the current .venv
     python3 dev.py env      only create/refresh .venv (the other commands do it first)
 
-Each command first makes sure ``.venv`` exists and matches ``requirements/lock.txt``
+Each command but ``student`` first makes sure ``.venv`` exists and matches ``requirements/lock.txt``
 (exact pins) and ``pyproject.toml``; it is created or refreshed when either changes.
 Extra arguments after ``test`` go to pytest, e.g. ``python3 dev.py test -m "not chapter"``.
 """
