@@ -505,7 +505,7 @@ def execute_chapter(path: Path) -> ExecutedNotebook:
 
 
 #: Cells hidden on the page but kept in the reader's notebooks (``plain_notebooks``).
-NOTEBOOK_ONLY_TAG = "notebook-only"
+NOTEBOOK_ONLY_TAG = booktools.NOTEBOOK_ONLY_TAG
 
 
 def shown_cells(chapter: Path, solutions: bool = True) -> list:

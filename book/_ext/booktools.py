@@ -192,9 +192,12 @@ def chapter_code_sha256(chapter: Path) -> str:
     return hashlib.sha256(ast.dump(tree).encode("utf-8")).hexdigest()
 
 
-#: Tags the published notebooks give cells (``plain_notebooks`` writes them).
+#: Tags of the published notebooks' cells (``plain_notebooks`` writes them): a solution's
+#: cells (student notebooks drop them), the set-up cell that installs ``ccmc_lite``, and a
+#: cell hidden on the page but kept in notebooks (an explorer needs a live kernel).
 SOLUTION_TAG = "solution"
 SETUP_TAG = "ccmc-setup"
+NOTEBOOK_ONLY_TAG = "notebook-only"
 
 
 def student_name(docname: str) -> str:
@@ -217,7 +220,7 @@ def student_notebook(published: Mapping[str, Any]) -> dict[str, Any]:
     cells = published.get("cells") if isinstance(published, Mapping) else None
     if not isinstance(cells, list):
         raise ValueError("published must be a notebook (a mapping with a 'cells' list)")
-    if not any(SOLUTION_TAG in c.get("metadata", {}).get("tags", []) for c in cells):
+    if not has_exercises(published):
         raise ValueError("published has no solution cells: the chapter has no exercises")
     nb = copy.deepcopy(dict(published))
     kept = []

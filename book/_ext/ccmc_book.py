@@ -46,7 +46,7 @@ def _walk_buttons(buttons: list[dict[str, Any]]):
 
 def keep_plain_notebook(app: Sphinx, doctree: Any, docname: str) -> None:
     """Render the reader's notebook of a chapter from its resolved doctree (see below)."""
-    notebook = plain_notebook(app, doctree, docname)
+    notebook = plain_notebook(app, doctree, docname, app.ccmc_commit)  # type: ignore[attr-defined]
     if notebook is not None:
         app.ccmc_notebooks[docname] = notebook  # type: ignore[attr-defined]
 
@@ -100,11 +100,16 @@ def reread_when_the_commit_changes(
     writes only the pages whose sources changed; re-reading all of them (execution stays
     cached) keeps every notebook on the same, current commit.
     """
-    commit = commit_of(Path(app.srcdir))
+    commit = app.ccmc_commit  # type: ignore[attr-defined]
     if getattr(env, "ccmc_commit", None) == commit:
         return []
     env.ccmc_commit = commit
     return sorted(env.found_docs)
+
+
+def remember_commit(app: Sphinx) -> None:
+    """The checked-out commit, read once per build: notebooks and Binder pin it."""
+    app.ccmc_commit = commit_of(Path(app.srcdir))  # type: ignore[attr-defined]
 
 
 def write_binder_files(app: Sphinx) -> None:
@@ -123,7 +128,7 @@ def write_binder_files(app: Sphinx) -> None:
     (out / "binder" / "environment.yml").write_text(
         (Path(app.srcdir) / "environment.yml").read_text(encoding="utf-8"), encoding="utf-8"
     )
-    commit = commit_of(Path(app.srcdir)) or "main"
+    commit = app.ccmc_commit or "main"  # type: ignore[attr-defined]
     repo = app.config.html_theme_options.get("repository_url", "").rstrip("/")
     post = out / "binder" / "postBuild"
     post.write_text(
@@ -303,6 +308,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-resolved", keep_plain_notebook)
     app.connect("html-page-context", fix_launch_and_download, priority=502)
     app.connect("html-page-context", drop_unused_thebe, priority=900)
+    app.connect("builder-inited", remember_commit, priority=100)
     app.connect("builder-inited", write_binder_files)
     app.connect("env-get-outdated", reread_when_the_commit_changes)
     app.add_directive("chapter-overview", ChapterOverview)

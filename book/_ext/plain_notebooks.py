@@ -35,16 +35,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from booktools import NOTEBOOK_ONLY_TAG, SETUP_TAG, SOLUTION_TAG
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
-
-#: Tag of cells hidden on the web page but kept in notebooks (widgets need a live kernel).
-NOTEBOOK_ONLY_TAG = "notebook-only"
-#: Tag of the cells of a solution (markdown and code); student notebooks drop them.
-SOLUTION_TAG = "solution"
-#: Tag of the set-up cell that installs ``ccmc_lite``.
-SETUP_TAG = "ccmc-setup"
 
 _PROOF_TYPES = {
     "axiom",
@@ -529,10 +523,9 @@ def _code_cell(cell: dict[str, Any], with_outputs: bool) -> dict[str, Any]:
     }
 
 
-def setup_source(app: Sphinx) -> str:
-    """The set-up cell, pinned to the commit that builds the pages (``main`` outside git)."""
+def setup_source(app: Sphinx, commit: str | None) -> str:
+    """The set-up cell, pinned to ``commit`` (left at ``main`` outside git)."""
     text = (Path(app.srcdir) / app.config.ccmc_setup_cell_file).read_text(encoding="utf-8")
-    commit = commit_of(Path(app.srcdir))
     if commit:
         text = re.sub(r'^REF = "[^"]*"', f'REF = "{commit}"', text, count=1, flags=re.M)
     return text.rstrip() + "\n"
@@ -549,8 +542,11 @@ def commit_of(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def plain_notebook(app: Sphinx, doctree: nodes.document, docname: str) -> dict[str, Any] | None:
-    """The reader's notebook of ``docname`` (``None`` for a page that is not a notebook)."""
+def plain_notebook(
+    app: Sphinx, doctree: nodes.document, docname: str, commit: str | None
+) -> dict[str, Any] | None:
+    """The reader's notebook of ``docname`` (``None`` for a page that is not a notebook),
+    its set-up cell pinned to ``commit`` (the one that builds the pages)."""
     env = app.env
     source = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
     if not source.exists():
@@ -585,7 +581,7 @@ def plain_notebook(app: Sphinx, doctree: nodes.document, docname: str) -> dict[s
         "execution_count": None,
         "metadata": {"tags": [SETUP_TAG]},
         "outputs": [],
-        "source": setup_source(app),
+        "source": setup_source(app, commit),
     }
     # The kernel's own description (ipykernel's), so that opening the notebook in Jupyter
     # does not rewrite its metadata and mark it modified.
@@ -596,7 +592,7 @@ def plain_notebook(app: Sphinx, doctree: nodes.document, docname: str) -> dict[s
             "name": "python3",
         },
         "language_info": dict(nb.get("metadata", {}).get("language_info", {"name": "python"})),
-        "ccmc_lite": {"page": base + docname + ".html", "commit": commit_of(Path(app.srcdir))},
+        "ccmc_lite": {"page": base + docname + ".html", "commit": commit},
     }
     cells = [setup, *cells]
     for k, cell in enumerate(cells):
