@@ -42,6 +42,7 @@ from ccmc_lite.markov.exercises import (
     check_unigram_curvature,
     check_unigram_gap,
     check_untied_min_eigenvalue,
+    check_where_runs_stop,
 )
 
 GRID = (0.1, 0.25, 0.4, 0.55, 0.7, 0.85)  # the book profile's grid of chapter 5
@@ -344,6 +345,18 @@ def test_phase_prediction(capsys):
         check_phase_prediction(right)  # the grid is required
     with pytest.raises(TypeError, match="positional"):
         check_phase_prediction(right, GRID)  # by keyword, like every setting
+
+
+def test_where_runs_stop_is_a_minimum_only_tied_above_the_line(capsys):
+    assert check_where_runs_stop([True, False, False, False])
+    assert capsys.readouterr().out.startswith("✅ where the unigram point is a local minimum")
+    assert check_where_runs_stop(np.array([1, 0, 0, 0], dtype=bool), quiet=True)
+    res = check_where_runs_stop([True, False, True, False], quiet=True)  # untied "also trapped"
+    assert_fails(res, "1 of 4 cases failed", "untied, p + q > 1")
+    res = check_where_runs_stop([True, True, False, False], quiet=True)  # "always a minimum"
+    assert_fails(res, "tied, p + q < 1")
+    res = check_where_runs_stop([True, False, False], quiet=True)
+    assert_fails(res, "shape")
 
 
 # ------------------------------------------------------------- chapter 6: K states

@@ -15,7 +15,7 @@ Checkers, by chapter of Part II:
    eq. (26));
 4. :func:`check_theta_pi` (eq. (11) at any depth), :func:`check_unigram_gap` (Remark 2);
 5. :func:`check_trap_curvature` (the switching term of eq. (12)),
-   :func:`check_phase_prediction` (Fig. 4);
+   :func:`check_phase_prediction` (Fig. 4), :func:`check_where_runs_stop` (Thms. 2–3);
 6. :func:`check_lag_one_covariance`, :func:`check_unigram_curvature`,
    :func:`check_cyclic_threshold` (the ``K``-state criterion of "Beyond two states").
 """
@@ -67,6 +67,7 @@ __all__ = [
     "check_unigram_curvature",
     "check_unigram_gap",
     "check_untied_min_eigenvalue",
+    "check_where_runs_stop",
 ]
 
 _SEED = 2024  # a checker's random inputs come from derive_seed(_SEED ^ seed, its own key)
@@ -505,6 +506,43 @@ def check_phase_prediction(
     ----------
     grid : array-like
         The ``G`` switching probabilities of the chapter's grid, in ``(0, 1)``.
+    """
+
+
+#: The four cases of the exercise "Why is the untied model never caught?": (tied, p, q).
+STOP_CASES: tuple[tuple[bool, float, float], ...] = (
+    (True, 0.5, 0.8),
+    (True, 0.2, 0.3),
+    (False, 0.5, 0.8),
+    (False, 0.2, 0.3),
+)
+
+
+def _where_runs_stop() -> list[bool]:
+    """Whether θ_π is a local minimum in each case, with all positional embeddings equal."""
+    pos = torch.zeros(4, 4, dtype=torch.float64)  # equal embeddings: no covariance term
+    return [
+        bool(torch.linalg.eigvalsh(binary_unigram_hessian(p, q, pos, tied=tied)).min() > 0)
+        for tied, p, q in STOP_CASES
+    ]
+
+
+@value_checker(
+    _where_runs_stop,
+    name="where the unigram point is a local minimum",
+    entries=lambda: [
+        (f"{'tied' if t else 'untied'}, p + q {'>' if p + q > 1 else '<'} 1", i)
+        for i, (t, p, q) in enumerate(STOP_CASES)
+    ],
+)
+def check_where_runs_stop(my_answers: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Exercise ``p2c5-ex-untied``: where training can stop at ``θ_π`` (Thms. 2 and 3).
+
+    ``my_answers`` is the learner's list of four booleans: whether the unigram point is a
+    local minimum of the loss for the tied model with ``p + q > 1`` and with ``p + q < 1``,
+    then for the untied model on both sides (all positional embeddings equal, as in
+    :func:`check_trap_curvature`). Reference: the smallest eigenvalue of
+    :func:`ccmc_lite.markov.binary_unigram_hessian` at ``(0.5, 0.8)`` and ``(0.2, 0.3)``.
     """
 
 
