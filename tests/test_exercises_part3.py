@@ -32,6 +32,7 @@ from ccmc_lite.ngram.exercises import (
     check_construction_limit,
     check_detect_plateaus,
     check_entropy_floor,
+    check_heads_needed,
     check_kgram_estimator,
     check_lifted_transition_matrix,
     check_offset_attention,
@@ -111,6 +112,14 @@ def test_entropy_floor_reference_value_passes(capsys):
     assert check_entropy_floor(0.8333)  # three decimals are enough
     assert check_entropy_floor(np.float64(math.fsum([1 / 2, 1 / 3, 1 / 4])), S=4, quiet=True)
     assert check_entropy_floor(torch.tensor(5 / 6), quiet=True)
+
+
+def test_heads_needed_is_the_largest_offset(capsys):
+    assert check_heads_needed([1, 2, 2, 3, 3])
+    assert capsys.readouterr().out.startswith("✅ first-layer heads the construction")
+    wrong = check_heads_needed([1, 1, 2, 1, 2], quiet=True)  # one head per offset in N
+    assert not wrong and "N = {2}: " in wrong.failures[0] and "3 of 5 cases" in wrong.message
+    assert not check_heads_needed([1, 2, 2, 3], quiet=True)  # one history missing
 
 
 # ----------------------------------------------------------------- stubs and bad arguments

@@ -48,6 +48,17 @@ NOT_UNIT = (
     # and wrong answers).
     "test_checking_student.py",
     "test_exercises_contract.py",
+    # The evidence layer's tooling (stored runs, sweeps, snapshots, the replay cache, cost
+    # models, the allocator), the bad-input fuzzing and the run-twice determinism check: the
+    # reader's runtime does not depend on them, and the main run covers them.
+    "test_allocator.py",
+    "test_costs.py",
+    "test_determinism.py",
+    "test_fuzz.py",
+    "test_replay.py",
+    "test_snapshots.py",
+    "test_stored_runs.py",
+    "test_sweeps.py",
 )
 #: Floors that the locally installable torch lifts above the declared bound.
 RAISED_BY_TORCH = {"sympy"}

@@ -32,6 +32,7 @@ PAGES = [
     Path("book/part3/01_incontext_ngrams.md"),
     Path("book/part3/02_near_stationarity.md"),
     Path("book/part3/04_attention_only.md"),
+    Path("book/part3/05_beyond_the_paper.md"),
     Path("book/reproduction/part3.md"),
 ]
 MAX_CELL_LINES = 20

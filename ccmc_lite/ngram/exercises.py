@@ -19,6 +19,7 @@ checker                                   chapter      reference
 :func:`check_entropy_floor`               4            Sec. 5, ψ(Sα+1) − ψ(α+1)
 :func:`check_subset_estimator`            5            App. F.2 (non-contiguous histories)
 :func:`check_construction_limit`          5            Lemma B.1, eqs. (8a)–(8c), App. F.2
+:func:`check_heads_needed`                5            App. F.2, App. I.2 (heads per history)
 ========================================  ===========  =====================================
 """
 
@@ -43,7 +44,7 @@ from .data import (
 )
 from .estimators import kgram_estimator, subset_estimator
 from .landscape import SuffixModel, exact_population_gradient, sequence_law, suffix_law
-from .models import AttentionOnlyTransformer, construction_limit, theta_star
+from .models import AttentionOnlyTransformer, construction_limit, theta_star, theta_star_subset
 from .plateaus import detect_plateaus, offset_attention
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "check_construction_limit",
     "check_detect_plateaus",
     "check_entropy_floor",
+    "check_heads_needed",
     "check_kgram_estimator",
     "check_lifted_transition_matrix",
     "check_offset_attention",
@@ -507,4 +509,36 @@ def check_construction_limit(
     of offsets at which the two agree, and the output is the token histogram over the keys
     with the **largest** score (uniform attention among them). Reference:
     :func:`ccmc_lite.ngram.construction_limit`.
+    """
+
+
+#: The histories of the exercise "How many heads does a history need?" (Part III, Ch. 5).
+HISTORIES: tuple[tuple[int, ...], ...] = ((1,), (2,), (1, 2), (3,), (1, 3))
+
+
+def _heads_needed() -> list[int]:
+    """First-layer heads that attend to a fixed earlier token in the construction θ*_N."""
+    out = []
+    for offsets in HISTORIES:
+        params = theta_star_subset(offsets, S=3, T=8, n_heads=4, c=20.0)
+        weight = np.stack([offset_attention(params["A1"], o) for o in (1, 2, 3)])  # (3, H)
+        out.append(int((weight.max(0) > 0.5).sum()))
+    return out
+
+
+@value_checker(
+    _heads_needed,
+    name="first-layer heads the construction of each history needs",
+    entries=lambda: [(f"N = {set(N)}", i) for i, N in enumerate(HISTORIES)],
+)
+def check_heads_needed(my_heads: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check the exercise "How many heads does a history need?" (Part III, Chapter 5).
+
+    ``my_heads`` is the learner's list of five integers: for each history ``N`` of
+    ``HISTORIES`` ({1}, {2}, {1, 2}, {3}, {1, 3}), the number of first-layer heads that
+    the construction θ*_N of App. F.2 uses. The query must hold the tokens ``x_{T+1-h}``,
+    ``h ∈ N``; the query's own token is in the residual stream, so every offset up to
+    ``max(N)`` needs a head that copies the token ``g`` back (``g = 1..max(N)``). Reference:
+    the heads of :func:`ccmc_lite.ngram.theta_star_subset` that attend to a fixed earlier
+    token (:func:`ccmc_lite.ngram.offset_attention` above 0.5).
     """
