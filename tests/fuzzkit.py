@@ -1534,6 +1534,53 @@ def build_table() -> list[Entry]:
             a(1, "count", "offset"),
         )
     )
+    cells_pt = [(16, 0.5), (32, 0.5)]
+    ow = np.zeros((2, 3, 2, 2))
+    ow[:, 1:, 0, 0] = 0.8  # the previous-token head forms at step 10
+    ow[0, 2:, 1, 1] = 0.6  # the first run's two-back head at step 20
+    add(
+        E(
+            "ngram.head_timing",
+            a(cells_pt, "obj", "cells"),
+            a([0, 10, 20], "array", "checkpoint_steps", shape=False),
+            a(ow, "array", "offset_weight"),
+            threshold=a(0.3, "prob"),
+        )
+    )
+    timing_pt = ngram.head_timing(cells_pt, [0, 10, 20], ow)
+    add(E("ngram.HeadTiming", a(32), a(0.5), a(10), a(20)))
+    add(
+        E(
+            "ngram.plateau_lengths",
+            a(timing_pt, "obj", "timing"),
+            a(30, "int", "steps"),
+            T=a(16, "int"),
+            alpha=a(0.5, "pos"),
+        )
+    )
+    add(E("ngram.first_heads", a(timing_pt, "obj", "timing")))
+    add(
+        E(
+            "ngram.plateau_statistics",
+            a(timing_pt, "obj", "timing"),
+            a(30, "int", "steps"),
+            Ts=a([16, 32], "obj"),
+            alphas=a([0.5], "obj"),
+            base_T=a(32, "int"),
+            base_alpha=a(0.5, "pos"),
+        )
+    )
+    add(
+        E(
+            "ngram.plot_plateau_sweep",
+            a("skip", "obj", "axes"),
+            a(timing_pt),
+            a(30),
+            Ts=a([16, 32]),
+            alphas=a([0.5]),
+            label="bad only",
+        )
+    )
     # --- lens
     add(
         E(

@@ -26,6 +26,7 @@ PAGES = [
     Path("book/part2/01_markov_data_and_target.md"),
     Path("book/part2/02_unigram_trap.md"),
     Path("book/part2/03_training_dynamics.md"),
+    Path("book/part2/04_depth.md"),
     Path("book/part2/05_phase_diagram.md"),
     Path("book/part2/06_beyond_two_states.md"),
     Path("book/reproduction/part2.md"),

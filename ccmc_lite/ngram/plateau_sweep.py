@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.validation import as_tensor, check_float, check_instance, check_int
+from ..core.validation import as_tensor, check_float, check_instance, check_size
 from .plateaus import formation_step
 
 __all__ = [
@@ -70,6 +70,28 @@ class HeadTiming:
         return float(end - self.previous)
 
 
+def _check_timing(timing: Any) -> list[HeadTiming]:
+    check_instance("timing", timing, (list, tuple))
+    for i, t in enumerate(timing):
+        check_instance(f"timing[{i}]", t, HeadTiming)
+    return list(timing)
+
+
+def _check_cells(name: str, values: Any, check: Any) -> list[Any]:
+    check_instance(name, values, (list, tuple))
+    if not values:
+        raise ValueError(f"{name} must not be empty")
+    return [check(f"{name}[{i}]", v) for i, v in enumerate(values)]
+
+
+def _alpha(name: str, value: Any) -> float:
+    return check_float(name, value, minimum=0.0, open_lower=True)
+
+
+def _length(name: str, value: Any) -> int:
+    return check_size(name, value, minimum=1)
+
+
 def head_timing(
     cells: Sequence[tuple[int, float]],
     checkpoint_steps: Any,
@@ -97,6 +119,12 @@ def head_timing(
     steps = as_tensor("checkpoint_steps", checkpoint_steps, ndim=1).numpy()
     threshold = check_float("threshold", threshold, minimum=0.0, maximum=1.0)
     check_instance("cells", cells, (list, tuple))
+    for i, cell in enumerate(cells):
+        check_instance(f"cells[{i}]", cell, (list, tuple))
+        if len(cell) != 2:
+            raise ValueError(f"cells[{i}] must be a pair (T, alpha); got {cell!r}")
+        _length(f"cells[{i}][0] (T)", cell[0])
+        _alpha(f"cells[{i}][1] (alpha)", cell[1])
     if len(cells) != w.shape[0]:
         raise ValueError(
             f"cells has {len(cells)} entries but offset_weight has {w.shape[0]} runs; "
@@ -125,7 +153,9 @@ def plateau_lengths(
     Runs whose previous-token head never formed are left out. Returns two arrays of the
     same length: the lengths (float; lower bounds where censored) and the censored flags.
     """
-    steps = check_int("steps", steps, minimum=1)
+    timing = _check_timing(timing)
+    steps = check_size("steps", steps, minimum=1)
+    T, alpha = _length("T", T), _alpha("alpha", alpha)
     rows = [
         (t.plateau(steps), t.censored)
         for t in timing
@@ -143,7 +173,7 @@ def first_heads(timing: Sequence[HeadTiming]) -> dict[str, int]:
     A tie (both at the same checkpoint) counts for the previous token.
     """
     first = {"previous token": 0, "two back": 0, "none": 0}
-    for t in timing:
+    for t in _check_timing(timing):
         if t.previous is None and t.two_back is None:
             first["none"] += 1
         elif t.two_back is None or (t.previous is not None and t.previous <= t.two_back):
@@ -174,7 +204,10 @@ def plateau_statistics(
     """
     from scipy.stats import spearmanr
 
-    steps = check_int("steps", steps, minimum=1)
+    timing = _check_timing(timing)
+    steps = check_size("steps", steps, minimum=1)
+    Ts, alphas = _check_cells("Ts", Ts, _length), _check_cells("alphas", alphas, _alpha)
+    base_T, base_alpha = _length("base_T", base_T), _alpha("base_alpha", base_alpha)
     cells = {f"T{T}": plateau_lengths(timing, steps, T=T, alpha=base_alpha) for T in Ts}
     cells.update(
         {f"a{round(100 * a)}": plateau_lengths(timing, steps, T=base_T, alpha=a) for a in alphas}
@@ -212,9 +245,12 @@ def plot_plateau_sweep(
     """
     from ..core.plotting import PALETTE
 
-    if len(axes) < 2:
+    if not hasattr(axes, "__len__") or len(axes) < 2:
         raise ValueError("axes must hold two panels, one for T and one for alpha")
-    steps = check_int("steps", steps, minimum=1)
+    timing = _check_timing(timing)
+    steps = check_size("steps", steps, minimum=1)
+    Ts, alphas = _check_cells("Ts", Ts, _length), _check_cells("alphas", alphas, _alpha)
+    base_T, base_alpha = _length("base_T", base_T), _alpha("base_alpha", base_alpha)
     panels = (
         (axes[0], Ts, lambda v: plateau_lengths(timing, steps, T=v, alpha=base_alpha)),
         (axes[1], alphas, lambda v: plateau_lengths(timing, steps, T=base_T, alpha=v)),
