@@ -35,6 +35,7 @@ PAGES = [
     Path("book/part3/04_attention_only.md"),
     Path("book/part3/05_beyond_the_paper.md"),
     Path("book/reproduction/part3.md"),
+    Path("book/reproduction/closing.md"),
 ]
 MAX_CELL_LINES = 20
 MAX_LINE = 88
