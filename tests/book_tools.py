@@ -293,8 +293,11 @@ def ensure_binder_venv() -> Path:
     """JupyterLab as Binder runs it: the reader's environment + ``requirements/binder.txt``.
 
     To stay cheap it does not install torch & co. a second time: a ``.pth`` file puts the
-    reader environment's ``site-packages`` on its path, and pip adds only what is missing.
-    Returns the environment's Python; run JupyterLab with :func:`binder_env`.
+    reader environment's ``site-packages`` on its path, and uv installs JupyterLab and its
+    dependencies from its cache (as dev.py installs ``.venv``; pip spent about 40 s of CPU
+    here). Binder itself installs with pip from ``environment.yml``; what this environment
+    checks is JupyterLab's behaviour, not the installer. Returns the environment's Python;
+    run JupyterLab with :func:`binder_env`.
     """
     reader = ensure_reader_venv()
     with _venv_lock("binder"):
@@ -313,7 +316,7 @@ def _ensure_binder_venv(reader: Path) -> Path:
         return python
     venv.EnvBuilder(with_pip=True, clear=True).create(BINDER_VENV)
     Path(_purelib(python), "ccmc_reader_env.pth").write_text(_purelib(reader) + "\n")
-    pip(python, "install", "--no-compile", "-c", LOCK, "-r", BINDER_REQUIREMENTS)
+    dev_module().install_pinned(python, ["-c", LOCK, "-r", BINDER_REQUIREMENTS])
     stamp.write_text(want)
     return python
 
