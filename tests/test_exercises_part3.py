@@ -9,6 +9,8 @@ message that names the failing input, the expected and the returned value.
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +30,7 @@ from ccmc_lite.ngram import (
 )
 from ccmc_lite.ngram import exercises as part3
 from ccmc_lite.ngram.exercises import (
+    STAGE_CASES,
     check_attention_only_forward,
     check_construction_limit,
     check_detect_plateaus,
@@ -36,6 +39,7 @@ from ccmc_lite.ngram.exercises import (
     check_kgram_estimator,
     check_lifted_transition_matrix,
     check_offset_attention,
+    check_stage_offsets,
     check_subset_estimator,
     check_suffix_gradient,
     check_suffix_law,
@@ -120,6 +124,26 @@ def test_heads_needed_is_the_largest_offset(capsys):
     wrong = check_heads_needed([1, 1, 2, 1, 2], quiet=True)  # one head per offset in N
     assert not wrong and "N = {2}: " in wrong.failures[0] and "3 of 5 cases" in wrong.message
     assert not check_heads_needed([1, 2, 2, 3], quiet=True)  # one history missing
+
+
+def test_stage_offsets_are_read_from_the_heads_not_the_loss(capsys):
+    assert check_stage_offsets([1, 2, 0, 1])
+    assert capsys.readouterr().out.startswith("✅ the stage of each snapshot")
+    # snapshot 2 sits at the best-smoothed bigram level: a reading by loss says 1
+    wrong = check_stage_offsets([1, 1, 0, 1], quiet=True)
+    assert not wrong and wrong.failures[0].startswith("snapshot 2: ")
+    assert not check_stage_offsets([1, 2, 0], quiet=True)  # one snapshot missing
+    assert not check_stage_offsets([1, 2, 1, 1], quiet=True)  # no head above 0.3 in 3
+
+
+def test_the_chapter_shows_the_stage_cases_the_checker_uses():
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "book" / "part3" / "03_stagewise_training.md").read_text(encoding="utf-8")
+    rows = re.findall(
+        r"^\| (\d) \| ([\d.]+) \| ([\d.]+), ([\d.]+) \| ([\d.]+), ([\d.]+) \|$", text, re.M
+    )
+    shown = [(float(r[1]), (float(r[2]), float(r[3])), (float(r[4]), float(r[5]))) for r in rows]
+    assert shown == list(STAGE_CASES)
 
 
 # ----------------------------------------------------------------- stubs and bad arguments

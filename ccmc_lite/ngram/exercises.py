@@ -15,6 +15,7 @@ checker                                   chapter      reference
 :func:`check_suffix_gradient`             2            Lemma 3.1 (residual times score)
 :func:`check_offset_attention`            3            Sec. 5, Figs. 3b and 5
 :func:`check_detect_plateaus`             3            Sec. 5, Fig. 6
+:func:`check_stage_offsets`               3            Sec. 5, Fig. 3 (stages from the heads)
 :func:`check_attention_only_forward`      4            App. I.1
 :func:`check_entropy_floor`               4            Sec. 5, ψ(Sα+1) − ψ(α+1)
 :func:`check_subset_estimator`            5            App. F.2 (non-contiguous histories)
@@ -45,7 +46,7 @@ from .data import (
 from .estimators import kgram_estimator, subset_estimator
 from .landscape import SuffixModel, exact_population_gradient, sequence_law, suffix_law
 from .models import AttentionOnlyTransformer, construction_limit, theta_star, theta_star_subset
-from .plateaus import detect_plateaus, offset_attention
+from .plateaus import Stage, detect_plateaus, label_stages, offset_attention
 
 __all__ = [
     "check_attention_only_forward",
@@ -56,6 +57,7 @@ __all__ = [
     "check_kgram_estimator",
     "check_lifted_transition_matrix",
     "check_offset_attention",
+    "check_stage_offsets",
     "check_subset_estimator",
     "check_suffix_gradient",
     "check_suffix_law",
@@ -337,6 +339,43 @@ def check_detect_plateaus(
     (inclusive) and the median smoothed loss there. This is the plateau rule used to read
     the stages of Varre et al. 2025, Sec. 5 (their Fig. 6 links plateaus to small
     gradients). Reference: :func:`ccmc_lite.ngram.detect_plateaus`.
+    """
+
+
+#: The snapshots of the exercise "Name the stage" (Part III, Chapter 3), each in the middle
+#: of a flat stretch of the test loss: ``(loss, weight on -1 per head, weight on -2 per
+#: head)`` for a model with two first-layer heads.
+STAGE_CASES: tuple[tuple[float, tuple[float, float], tuple[float, float]], ...] = (
+    (1.612, (0.77, 0.09), (0.02, 0.07)),
+    (1.553, (0.58, 0.03), (0.17, 0.80)),
+    (1.640, (0.12, 0.10), (0.08, 0.06)),
+    (1.615, (0.37, 0.23), (0.06, 0.07)),
+)
+
+
+def _stage_offsets() -> list[int]:
+    """How far back the furthest head looks in each snapshot, as ``label_stages`` reads it."""
+    offset = {"uniform": 0, "bigram": 1, "trigram": 2}
+    out = []
+    for loss, w1, w2 in STAGE_CASES:
+        (stage,) = label_stages([Stage(0, 1, loss)], [0], [w1], [w2])
+        out.append(offset[stage.label])
+    return out
+
+
+@value_checker(
+    _stage_offsets,
+    name="the stage of each snapshot, read from the heads",
+    entries=lambda: [(f"snapshot {i + 1}", i) for i in range(len(STAGE_CASES))],
+)
+def check_stage_offsets(my_stages: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check the exercise "Name the stage" (Part III, Chapter 3; Varre et al. 2025, Fig. 3).
+
+    ``my_stages`` is the learner's list of four integers: for each snapshot of
+    ``STAGE_CASES``, how many tokens back the furthest first-layer head looks (0 when no
+    head puts more than 0.3 on the previous token or on the token two back). Reference:
+    :func:`ccmc_lite.ngram.label_stages` (uniform 0, bigram 1, trigram 2), which ignores
+    the loss level, as the chapter argues one must.
     """
 
 
