@@ -87,12 +87,14 @@ def next_token_loss(
 ) -> torch.Tensor:
     """Cross-entropy ``-Σ_s p_τ(s|x^T) log(p_θ(x^T)[s] + eps)`` (Varre et al. 2025, eq. (1)).
 
-    ``probs`` and ``target`` are ``(..., S)``. The simplified transformer puts exactly zero
-    mass on tokens absent from the sequence, so the plain logarithm is ``-inf`` there:
-    ``eps = 1e-8`` (the value of the authors' code) keeps the loss finite for training.
-    ``eps = 0`` instead *drops* the zero-probability terms: they are an infinite constant
-    that carries no gradient (``p_θ[s] ≡ 0`` in a neighbourhood), so the gradient is the
-    exact gradient of the population loss, which Thm. 4.2 is about.
+    ``probs`` and ``target`` are ``(..., S)``. Eq. (1) is the plain cross-entropy; the
+    simplified transformer puts exactly zero mass on tokens absent from the sequence, where
+    the plain logarithm is ``-inf``. ``eps = 1e-8``, the value of the authors' code, keeps
+    the loss finite for training; it also saturates every token with ``p_θ[s] << eps``,
+    whose gradient then vanishes (at θ*^k with ``e^{-c} << eps`` this removes the terms
+    that grow like ``c``). ``eps = 0`` *drops* the zero-probability terms instead: they are
+    an infinite constant that carries no gradient (``p_θ[s] ≡ 0`` in a neighbourhood), so
+    the gradient is the exact gradient of eq. (1).
     """
     eps = check_float("eps", eps, minimum=0.0)
     reduction = check_choice("reduction", reduction, ("mean", "none"))

@@ -510,7 +510,7 @@ def absent_mass(tokens: torch.Tensor, target: torch.Tensor, S: int) -> torch.Ten
 
     The simplified transformer (Varre et al. 2025, Sec. 2.3) predicts an attention-weighted
     histogram of the sequence's tokens, so it gives these tokens probability zero; under the
-    loss ``-log(p + eps)`` of eq. (1) each unit of this mass costs ``-log eps`` nats.
+    loss ``-log(p + eps)`` of the authors' code each unit of this mass costs ``-log eps`` nats.
     ``tokens``: ``(B, T)`` in ``[0, S)``; ``target``: ``(B, S)`` true next-token laws.
     Returns ``(B,)`` (float64).
     """
@@ -533,8 +533,9 @@ def histogram_levels(
     earlier position whose history matches weight ``e^c`` and every other position weight
     ``1``, so it predicts ``p(s) ∝ N_k(s) + β N_1(s)`` with ``β = e^{-c}``: the k-gram counts
     smoothed towards the sequence's own token counts, never onto absent tokens. For each
-    ``k`` returns ``(loss, β)``: the smallest mean loss ``-Σ target log(p + eps)`` (eq. (1))
-    over the grid ``betas`` (default ``10^-4 .. 10^2``), and the ``β`` reaching it. For
+    ``k`` returns ``(loss, β)``: the smallest mean loss ``-Σ target log(p + eps)`` (eq. (1)
+    with the ``eps`` of the authors' code) over the grid ``betas`` (default
+    ``10^-4 .. 10^2``), and the ``β`` reaching it. For
     ``k = 1`` the prediction is the in-context unigram histogram whatever ``β``.
     """
     from .estimators import kgram_counts
