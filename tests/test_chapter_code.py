@@ -29,9 +29,12 @@ LINTED = [
     ROOT / "book" / "part2" / "01_markov_data_and_target.md",
     ROOT / "book" / "part2" / "02_unigram_trap.md",
     ROOT / "book" / "part2" / "03_training_dynamics.md",
-    ROOT / "book" / "part3" / "01_incontext_ngrams.md",
-    ROOT / "book" / "part3" / "02_near_stationarity.md",
-    ROOT / "book" / "part3" / "04_attention_only.md",
+    ROOT / "book" / "part2" / "04_depth.md",
+    ROOT / "book" / "part2" / "05_phase_diagram.md",
+    ROOT / "book" / "part2" / "06_beyond_two_states.md",
+    *sorted((ROOT / "book" / "part3").glob("*.md")),
+    *sorted((ROOT / "book" / "reproduction").glob("*.md")),
+    ROOT / "book" / "closing" / "one_lens.md",
 ]
 HEAD = "---\njupytext:\n  text_representation:\n    format_name: myst\n---\n"
 

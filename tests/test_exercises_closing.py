@@ -14,7 +14,13 @@ import torch
 
 from ccmc_lite.lens import coarse_gap, coarse_predictor, ngram_levels
 from ccmc_lite.lens import exercises as closing
-from ccmc_lite.lens.exercises import check_coarse_gap, check_coarse_predictor, check_ngram_levels
+from ccmc_lite.lens.exercises import (
+    check_coarse_gap,
+    check_coarse_predictor,
+    check_ngram_levels,
+    check_statistic_ranking,
+)
+from ccmc_lite.markov import binary_kernel, mutual_information
 
 CHAIN = "input array(2, 2) [[0.3077, 0.3077],  [0.3077, 0.0769]], array(2,) [0, 0]"
 
@@ -130,3 +136,14 @@ def test_checkers_are_deterministic_and_leave_the_global_rng_alone():
     same = [torch.equal(a[0], b[0]) for a, b in zip(levels0, levels1, strict=True)]
     assert all(same[:5]) and not any(same[5:])
     assert check_coarse_predictor(coarse_predictor, seed=7, quiet=True)
+
+
+def test_statistic_ranking_last_token_is_sufficient_and_nothing_costs_most(capsys):
+    assert check_statistic_ranking([2, 1, 0])
+    assert capsys.readouterr().out.startswith("✅ ranking of the three statistics")
+    # the ranks follow from the chain: x_n is sufficient (gap 0); forgetting everything
+    # costs I(x_n; x_n+1), more than forgetting x_n given x_n-1
+    assert float(mutual_information(binary_kernel(0.5, 0.8))) > 0
+    wrong = check_statistic_ranking([2, 0, 1], quiet=True)  # "recent is not better"
+    assert not wrong and "2 of 3 cases failed" in wrong.message
+    assert not check_statistic_ranking([1, 2], quiet=True)

@@ -32,9 +32,11 @@ PAGES = [
     Path("book/reproduction/part2.md"),
     Path("book/part3/01_incontext_ngrams.md"),
     Path("book/part3/02_near_stationarity.md"),
+    Path("book/part3/03_stagewise_training.md"),
     Path("book/part3/04_attention_only.md"),
     Path("book/part3/05_beyond_the_paper.md"),
     Path("book/reproduction/part3.md"),
+    Path("book/closing/one_lens.md"),
     Path("book/reproduction/closing.md"),
 ]
 MAX_CELL_LINES = 20

@@ -17,6 +17,8 @@ checker                                   reference
                                           2024, Remark 2)
 :func:`check_ngram_levels`                :func:`ccmc_lite.lens.ngram_levels` (Varre et al.
                                           2025, App. H, Lemma H.6)
+:func:`check_statistic_ranking`           :func:`ccmc_lite.lens.coarse_gap` on the Part II
+                                          chain's three-token law (Makkuva et al. 2024)
 ========================================  =======================================================
 """
 
@@ -28,13 +30,18 @@ import numpy as np
 import torch
 
 from ..core.chains import stationary_distribution
-from ..core.checking import CheckResult, function_checker
+from ..core.checking import CheckResult, function_checker, value_checker
 from ..core.seeding import derive_seed, numpy_rng
 from ..markov.kernels import binary_kernel
 from ..ngram.data import NGramTask, sample_transitions
 from .coarse import coarse_gap, coarse_predictor, ngram_levels
 
-__all__ = ["check_coarse_gap", "check_coarse_predictor", "check_ngram_levels"]
+__all__ = [
+    "check_coarse_gap",
+    "check_coarse_predictor",
+    "check_ngram_levels",
+    "check_statistic_ranking",
+]
 
 
 def _long(values: list[int]) -> torch.Tensor:
@@ -145,4 +152,42 @@ def check_ngram_levels(my_ngram_levels: Any, *, seed: int = 0, quiet: bool = Fal
     the stationary law of the chain: the large-``T`` losses of the ``k``-gram estimators
     (Varre et al. 2025, App. H, Lemma H.6), the heights of the plateaus of Part III.
     Reference: :func:`ccmc_lite.lens.ngram_levels`.
+    """
+
+
+#: The statistics of the exercise "Which statistic costs most?": names and, for each
+#: context ``(x_{n-1}, x_n)`` numbered ``2 x_{n-1} + x_n``, the value of the statistic.
+STATISTICS: tuple[tuple[str, tuple[int, int, int, int]], ...] = (
+    ("nothing (the unigram point)", (0, 0, 0, 0)),
+    ("the token before last, x_{n-1}", (0, 0, 1, 1)),
+    ("the last token, x_n", (0, 1, 0, 1)),
+)
+
+
+def _statistic_ranking() -> list[int]:
+    """Rank (0 = smallest gap) of each statistic's ``I(y; c | s)`` on the Part II chain."""
+    P = binary_kernel(0.5, 0.8)
+    pair = stationary_distribution(P)[:, None] * P  # (x_{n-1}, x_n)
+    joint = (pair.reshape(4, 1) * P.repeat(2, 1)).reshape(4, 2)  # (context, y)
+    gaps = [float(coarse_gap(joint, _long(list(values)))) for _, values in STATISTICS]
+    order = np.argsort(gaps, kind="stable")
+    ranks = np.empty(len(gaps), dtype=int)
+    ranks[order] = np.arange(len(gaps))
+    return ranks.tolist()
+
+
+@value_checker(
+    _statistic_ranking,
+    name="ranking of the three statistics by what they cost",
+    entries=lambda: [(name, i) for i, (name, _) in enumerate(STATISTICS)],
+)
+def check_statistic_ranking(my_ranking: Any, *, seed: int = 0, quiet: bool = False) -> CheckResult:
+    """Check the exercise "Which statistic costs most?" (closing chapter).
+
+    ``my_ranking`` is the learner's list of three integers, one per statistic of
+    ``STATISTICS`` (nothing, ``x_{n-1}``, ``x_n``), ranking the excess loss
+    ``I(y; c | s)`` of the best predictor that sees only that statistic, for the next
+    token of the stationary binary chain ``P(0.5, 0.8)`` of Part II given the context
+    ``c = (x_{n-1}, x_n)``: 0 for the smallest, 2 for the largest. Reference:
+    :func:`ccmc_lite.lens.coarse_gap` on the exact law of ``(x_{n-1}, x_n, x_{n+1})``.
     """
