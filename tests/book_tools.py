@@ -581,9 +581,27 @@ def _expected_seconds(kind: str, path: Path) -> float:
     return float(chapter or 0.0)
 
 
+#: When each pool job and the book build ran, in seconds since the pool started: written
+#: to ``_build/pool_timeline.json`` at the end of the session (where the tests' time goes).
+TIMELINE: list[dict[str, object]] = []
+_T0 = time.perf_counter()
+_T0_WALL = time.time()
+
+
+def _mark(kind: str, name: str, start: float) -> None:
+    end = time.perf_counter()
+    TIMELINE.append(
+        {"kind": kind, "name": name, "start": round(start - _T0, 1), "end": round(end - _T0, 1)}
+    )
+
+
 def _run_job(kind: str, path: Path) -> ExecutedNotebook:
     ensure_reader_venv()  # once (locked); the first job of the pool creates it
-    return _JOBS[kind](path)
+    start = time.perf_counter()
+    try:
+        return _JOBS[kind](path)
+    finally:
+        _mark(kind, rel(path), start)
 
 
 def start_pool(extra: tuple[str, Path] | None = None) -> None:
@@ -663,6 +681,16 @@ def notebook_result(kind: str, path: Path) -> ExecutedNotebook:
 def shutdown_pool() -> None:
     if _EXECUTOR is not None:
         _EXECUTOR.shutdown(wait=True, cancel_futures=True)
+    proc = _BUILD.get("proc")
+    if proc is not None and proc.poll() is not None and hasattr(proc, "started_at"):
+        ended = getattr(proc, "ended_at", time.time())  # when a test first had it
+        start, end = proc.started_at - _T0_WALL, ended - _T0_WALL
+        TIMELINE.append({"kind": "build", "name": "jupyter-book build", "start": round(start, 1),
+                         "end": round(end, 1)})  # fmt: skip
+    if TIMELINE:
+        BUILD_DIR.mkdir(exist_ok=True)
+        ordered = sorted(TIMELINE, key=lambda e: e["start"])  # type: ignore[arg-type, return-value]
+        (BUILD_DIR / "pool_timeline.json").write_text(json.dumps(ordered, indent=1))
 
 
 # --------------------------------------------------------------------------- the floor

@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,7 @@ def built_book(book_build) -> Path:
     """The built book (``_build/html``), once its build succeeded without a warning."""
     try:
         returncode = book_build.wait(timeout=3600)
+        book_build.ended_at = time.time()  # at the latest (for _build/pool_timeline.json)
     except subprocess.TimeoutExpired:
         book_build.kill()
         pytest.fail("book build took more than an hour")
