@@ -426,8 +426,16 @@ def _with_setup(nb):
     return out
 
 
-def execute_in_reader_kernel(nb, name: str, cwd: Path, book_build: bool) -> ExecutedNotebook:
-    """Run ``nb`` top to bottom in the reader environment's kernel (in place)."""
+#: Niceness of the student notebooks' kernels. They run while the book builds, and the
+#: build, then the browser tests, decide when the session ends: students yield the CPU.
+STUDENT_NICENESS = 10
+
+
+def execute_in_reader_kernel(
+    nb, name: str, cwd: Path, book_build: bool, niceness: int = 0
+) -> ExecutedNotebook:
+    """Run ``nb`` top to bottom in the reader environment's kernel (in place); a positive
+    ``niceness`` lowers the kernel process's CPU priority."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
@@ -441,6 +449,14 @@ def execute_in_reader_kernel(nb, name: str, cwd: Path, book_build: bool) -> Exec
         kernel_manager_class=reader_kernel_manager_class(),
         resources={"metadata": {"path": str(cwd)}},
     )
+    if niceness:
+
+        def renice(notebook) -> None:  # nbclient's hook once the kernel is up
+            process = getattr(client.km.provisioner, "process", None)
+            if process is not None:
+                os.setpriority(os.PRIO_PROCESS, process.pid, niceness)
+
+        client.on_notebook_start = renice
     start = time.perf_counter()
     error = None
     env = reader_env(book_build)
@@ -558,7 +574,9 @@ def execute_student(chapter: Path) -> ExecutedNotebook:
     target = student_notebook(chapter, out_dir)
     nb = nbformat.read(str(target), as_version=4)
     name = f"student notebook {rel(target)} (from {rel(chapter)})"
-    return execute_in_reader_kernel(nb, name, chapter.parent, book_build=False)
+    return execute_in_reader_kernel(
+        nb, name, chapter.parent, book_build=False, niceness=STUDENT_NICENESS
+    )
 
 
 # --------------------------------------------------------------------------- the job pool
