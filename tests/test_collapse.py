@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -376,3 +378,39 @@ def test_the_limit_constant_is_gamma_q_for_the_prompt_with_each_token_once():
     assert ccmc.collapse_limit_constant(0.3, prompt_length=3, prompt_weak=1) < 1  # [0, 0, 1]
     with pytest.raises(ValueError, match="below 1/2"):
         ccmc.collapse_limit_constant(0.5)
+
+
+@pytest.mark.parametrize("prompt", [(0, 1), (1, 0), (0, 1, 1), (0, 0, 1)])
+def test_weak_weak_exact_equals_enumeration_of_all_continuations(prompt):
+    """Every continuation of 6 tokens, weighted by eq. (48): the expected weak->weak count."""
+    from ccmc_lite import ccmc
+
+    def enumerate_all(p: float, length: int) -> list[float]:
+        out = []
+        for t in range(length + 1):
+            total = 0.0
+            for seq in itertools.product([0, 1], repeat=t):
+                x, prob = list(prompt), 1.0
+                for y in seq:
+                    weak = sum(x) * p / (sum(x) * p + (len(x) - sum(x)) * (1 - p))
+                    prob *= weak if y == 1 else 1 - weak
+                    x.append(y)
+                total += prob * sum(a == b == 1 for a, b in itertools.pairwise(x))
+            out.append(total)
+        return out
+
+    exact = ccmc.weak_weak_exact([0.3, 0.45], 6, prompt=prompt)
+    for i, p in enumerate((0.3, 0.45)):
+        np.testing.assert_allclose(exact[i, len(prompt) :], enumerate_all(p, 6), atol=1e-14)
+    assert np.isnan(exact[:, : len(prompt)]).all()
+
+
+def test_weak_weak_exact_validates_its_arguments():
+    from ccmc_lite import ccmc
+
+    with pytest.raises(ValueError, match="both tokens"):
+        ccmc.weak_weak_exact(0.3, 10, prompt=(0, 0))
+    with pytest.raises(ValueError, match="p"):
+        ccmc.weak_weak_exact(0.7, 10)
+    with pytest.raises(ValueError, match="length"):
+        ccmc.weak_weak_exact(0.3, 10**9)

@@ -17,6 +17,7 @@ m^*_i P_{ij} / \\sum_{k\\in S} m^*_k P_{ik}` (:func:`~ccmc_lite.ccmc.predicted_d
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -66,6 +67,7 @@ __all__ = [
     "stable_fixed_points",
     "stationary_of_reweighted",
     "weak_frequency_exact",
+    "weak_weak_exact",
     "weak_weak_exponent",
     "zero_diagonal",
 ]
@@ -203,6 +205,60 @@ def weak_frequency_exact(
             out[:, L + 1] = dist[:, : L + 1] @ (S[: L + 1] / (L + 1 - S[: L + 1]))
         else:
             out[:, L + 1] = mean_S / (L + 1)
+    return out
+
+
+def weak_weak_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
+    """Exact expected number of weak→weak pairs for the chain of Lemma 5.3 (Sec. 5.2, Fig. 5).
+
+    The paper's Fig. 5 counts the transitions from the weak token to itself along one
+    trajectory. As in :func:`weak_frequency_exact`, the next token is weak with probability
+    :math:`Sp/(Sp + (L-S)(1-p))` (eq. (48)) given the weak count ``S`` at length ``L``; the
+    law of ``(S, last token)`` is propagated exactly, and the expected count grows by
+    :math:`\\mathbb P(\\text{last weak}, \\text{next weak})` at each step.
+
+    Parameters
+    ----------
+    p : float or array-like
+        Weak-token probability(ies) in ``(0, 1/2]``.
+    length : int
+        Number of generated tokens ``T`` (at most ``WEAK_FREQUENCY_MAX_LENGTH``).
+    prompt : sequence of int
+        Initial prompt over ``{0, 1}`` containing both tokens (token 1 is the weak one).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is the expected number of weak→weak pairs
+        among the first ``t`` tokens, for ``t >= L_0`` (``nan`` below the prompt length;
+        pairs inside the prompt included).
+    """
+    p_arr = np.atleast_1d(as_tensor("p", p, ndim=(0, 1)).numpy())
+    collapse_exponent(p_arr)  # validates 0 < p <= 1/2
+    length = check_size("length", length, limit=WEAK_FREQUENCY_MAX_LENGTH)
+    toks = check_tokens("prompt", prompt, 2, ndim=1).tolist()
+    if len(set(toks)) != 2:
+        raise ValueError(f"prompt must contain both tokens 0 and 1; got {prompt!r}")
+    L0, S0 = len(toks), sum(toks)
+    T = L0 + length
+    n = p_arr.shape[0]
+    pc = p_arr[:, None]
+    S = np.arange(T + 1, dtype=float)
+    weak_last = np.zeros((n, T + 1))  # P(S, last token weak)
+    strong_last = np.zeros((n, T + 1))  # P(S, last token strong)
+    (weak_last if toks[-1] == 1 else strong_last)[:, S0] = 1.0
+    count = np.full(n, float(sum(a == b == 1 for a, b in itertools.pairwise(toks))))
+    out = np.full((n, T + 1), np.nan)
+    out[:, L0] = count
+    for L in range(L0, T):
+        k = L + 1  # weak counts 0..L are possible at length L
+        f = S[:k] * pc / (S[:k] * pc + (L - S[:k]) * (1 - pc))  # (n, k): next is weak
+        count += (weak_last[:, :k] * f).sum(1)
+        total = weak_last[:, :k] + strong_last[:, :k]
+        weak_last[:, 1 : k + 1] = total * f  # S grows by one, the last token is weak
+        weak_last[:, 0] = 0.0
+        strong_last[:, :k] = total * (1 - f)
+        out[:, L + 1] = count
     return out
 
 
