@@ -1643,6 +1643,15 @@ def build_table() -> list[Entry]:
     add(E("ccmc.near_stability_boundary", a(P3, "stoch"), a(0.05, "pos", "delta")))
     add(
         E(
+            "ccmc.weak_weak_exact",
+            a(0.3, "prob"),
+            a(30, "int", "length"),
+            prompt=a([0, 1], "tokens", K=2),
+            allow=("nan",),  # documented: nan below the prompt's length
+        )
+    )
+    add(
+        E(
             "ccmc.weak_frequency_exact",
             a(0.3, "prob"),
             a(30, "int", "length"),
