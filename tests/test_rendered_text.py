@@ -1,4 +1,4 @@
-"""What a reader sees on the rendered pages rewritten for the learner.
+"""What a reader sees on every rendered page of the book.
 
 A chapter's prose quotes numbers, never the machinery that produced them: no glue key
 (``p1c2_slope``), no JSON key (``part2.fig4_speedup``) and no file name shown as text. Its
@@ -13,32 +13,27 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from bs4 import BeautifulSoup
 
 from book_tools import ROOT
 
 pytestmark = pytest.mark.book
 
-#: Pages rewritten for the learner (issue "the book teaches"); the list grows part by part.
-PAGES = [
-    *sorted(p.relative_to(ROOT) for p in (ROOT / "book" / "part1").glob("*.md")),
-    Path("book/reproduction/part1.md"),
-    Path("book/part2/01_markov_data_and_target.md"),
-    Path("book/part2/02_unigram_trap.md"),
-    Path("book/part2/03_training_dynamics.md"),
-    Path("book/part2/04_depth.md"),
-    Path("book/part2/05_phase_diagram.md"),
-    Path("book/part2/06_beyond_two_states.md"),
-    Path("book/reproduction/part2.md"),
-    Path("book/part3/01_incontext_ngrams.md"),
-    Path("book/part3/02_near_stationarity.md"),
-    Path("book/part3/03_stagewise_training.md"),
-    Path("book/part3/04_attention_only.md"),
-    Path("book/part3/05_beyond_the_paper.md"),
-    Path("book/reproduction/part3.md"),
-    Path("book/closing/one_lens.md"),
-    Path("book/reproduction/closing.md"),
-]
+
+def _toc_pages() -> list[Path]:
+    """Every page of the book, in the order of ``_toc.yml``."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    return [Path(f).with_suffix(".md") for f in files]
+
+
+#: Every page of the book: chapters, front and back matter, Reproduction and reference.
+PAGES = _toc_pages()
+#: Pages whose subject is the repository's files (commands to run, notebooks to hand out,
+#: the benchmark scripts and the package's modules): they may name a file, never a glue or
+#: JSON key.
+FILE_PAGES = {Path("book/instructors.md"), Path("book/running.md"), Path("book/api.md")}
 MAX_CELL_LINES = 20
 MAX_LINE = 88
 
@@ -66,8 +61,11 @@ def code_cells(html: str) -> list[str]:
     return [pre.get_text() for pre in soup.select(".cell_input pre")]
 
 
-def machinery(text: str) -> list[str]:
-    found = GLUE_KEY.findall(text) + JSON_KEY.findall(text) + FILE_NAME.findall(text)
+def machinery(text: str, *, files: bool = True) -> list[str]:
+    """Glue keys, JSON keys and (unless ``files`` is false) file names in ``text``."""
+    found = GLUE_KEY.findall(text) + JSON_KEY.findall(text)
+    if files:
+        found += FILE_NAME.findall(text)
     return sorted(set(found))
 
 
@@ -91,12 +89,19 @@ def test_machinery_detector_finds_keys_and_file_names():
     page = "<article><p>x <code>part2.a_b</code></p><pre>p1c1_x</pre>"
     page += "<p><code>python3 dev.py paper-chapters part1/02_x</code></p></article>"
     assert machinery(prose(page)) == ["part2.a_b"]
+    assert machinery("run dev.py; p2c1_x", files=False) == ["p2c1_x"]
+
+
+def test_every_page_of_the_book_is_checked():
+    assert len(PAGES) == len(set(PAGES)) > 25
+    assert {Path("book/intro.md"), Path("book/running.md"), Path("book/findings.md")} <= set(PAGES)
+    assert FILE_PAGES <= set(PAGES) and all((ROOT / page).exists() for page in PAGES)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=str)
 def test_page_prose_shows_no_machinery(built_book, page):
     html = (built_book / page.with_suffix(".html")).read_text(encoding="utf-8")
-    assert machinery(prose(html)) == []
+    assert machinery(prose(html), files=page not in FILE_PAGES) == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=str)

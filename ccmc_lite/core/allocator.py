@@ -21,8 +21,8 @@ book's ``dev.py`` passes the same values (:data:`~ccmc_lite.core.ALLOCATOR_ENV`)
 environment variables to every process it starts, so that they apply from a process's first
 allocation; a parameter set in the environment (``MALLOC_*_`` or ``GLIBC_TUNABLES``) is
 never overridden. ``CCMC_ALLOCATOR=system`` keeps glibc's own behaviour. Outside Linux with
-glibc this does nothing. The measurements are in ``benchmarks/results.json``
-(``part2.allocator_*``).
+glibc this does nothing. The benchmarks measure glibc's defaults against these settings
+in fresh processes.
 
 This module imports only the standard library, so that ``dev.py`` can read
 :data:`~ccmc_lite.core.ALLOCATOR_ENV` from it before any environment exists.

@@ -222,7 +222,7 @@ class ChapterSnapshot:
         """Evaluate each check (``claim -> test(values) -> bool``) on this run and the snapshot.
 
         A check reads the glued values by name, e.g.
-        ``{"the 1/n rate": lambda v: abs(v["p1c2_slope"] + 1) < 0.1}``; a name missing from
+        ``{"the 1/n rate": lambda v: abs(v["slope"] + 1) < 0.1}``; a name missing from
         either run raises ``KeyError`` naming it.
         """
         here = _check_values(values)
