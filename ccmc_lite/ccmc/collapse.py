@@ -144,6 +144,35 @@ def weak_weak_exponent(p: Any) -> Any:
 WEAK_FREQUENCY_MAX_LENGTH = 100_000
 
 
+class _Urn:
+    """The two-token chain of Lemma 5.3 started from ``prompt``, for the exact programs.
+
+    Validates ``p`` (in ``(0, 1/2]``), ``length`` and ``prompt`` (over ``{0, 1}``, both
+    tokens present; token 1 is the weak one) and gives eq. (48)'s probability that the
+    next token is weak for every weak count ``S = 0..L`` at sequence length ``L``.
+    """
+
+    def __init__(self, p: Any, length: int, prompt: Any) -> None:
+        p_arr = np.atleast_1d(as_tensor("p", p, ndim=(0, 1)).numpy())
+        collapse_exponent(p_arr)  # validates 0 < p <= 1/2
+        # O(length^2) work and an (n_p, length) table: 10^5 tokens take minutes already
+        length = check_size("length", length, limit=WEAK_FREQUENCY_MAX_LENGTH)
+        self.tokens: list[int] = check_tokens("prompt", prompt, 2, ndim=1).tolist()
+        if len(set(self.tokens)) != 2:
+            raise ValueError(f"prompt must contain both tokens 0 and 1; got {prompt!r}")
+        self.n = p_arr.shape[0]
+        self.L0, self.S0 = len(self.tokens), sum(self.tokens)
+        self.T = self.L0 + length
+        self._q = 1 - p_arr[:, None]  # (n, 1)
+        S = np.arange(self.T + 1, dtype=float)
+        self._a, self._b = S * p_arr[:, None], S * self._q  # (n, T + 1): S p, S (1 - p)
+
+    def next_weak(self, L: int) -> np.ndarray:
+        """``(n, L + 1)``: :math:`Sp/(Sp + (L-S)(1-p))` for ``S = 0..L`` (eq. (48), exact)."""
+        a, b = self._a[:, : L + 1], self._b[:, : L + 1]
+        return a / (a + (L * self._q - b))
+
+
 def weak_frequency_exact(
     p: Any, length: int, *, prompt: Any = (0, 1), statistic: str = "frequency"
 ) -> np.ndarray:
@@ -174,20 +203,10 @@ def weak_frequency_exact(
         ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is the statistic at sequence length ``t``
         for ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
     """
-    p_arr = np.atleast_1d(as_tensor("p", p, ndim=(0, 1)).numpy())
-    collapse_exponent(p_arr)  # validates 0 < p <= 1/2
-    # O(length^2) work and an (n_p, length) table: 10^5 tokens take minutes already
-    length = check_size("length", length, limit=WEAK_FREQUENCY_MAX_LENGTH)
     odds = check_choice("statistic", statistic, ("frequency", "odds")) == "odds"
-    toks = check_tokens("prompt", prompt, 2, ndim=1).tolist()
-    if len(set(toks)) != 2:
-        raise ValueError(f"prompt must contain both tokens 0 and 1; got {prompt!r}")
-    L0, S0 = len(toks), sum(toks)
-    T = L0 + length
-    n = p_arr.shape[0]
-    pc = p_arr[:, None]
+    urn = _Urn(p, length, prompt)
+    n, L0, S0, T = urn.n, urn.L0, urn.S0, urn.T
     S = np.arange(T + 1, dtype=float)
-    a, b = S * pc, S * (1 - pc)
     dist = np.zeros((n, T + 1))
     dist[:, S0] = 1.0
     inc = np.empty((n, T + 1))
@@ -196,7 +215,7 @@ def weak_frequency_exact(
     out[:, L0] = S0 / (L0 - S0) if odds else S0 / L0
     for L in range(L0, T):
         k = L + 1
-        f = a[:, :k] / (a[:, :k] + (L * (1 - pc) - b[:, :k]))  # eq. (48), exact
+        f = urn.next_weak(L)  # (n, k)
         np.multiply(dist[:, :k], f, out=inc[:, :k])
         mean_S += inc[:, :k].sum(1)
         dist[:, :k] -= inc[:, :k]
@@ -233,17 +252,8 @@ def weak_weak_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
         among the first ``t`` tokens, for ``t >= L_0`` (``nan`` below the prompt length;
         pairs inside the prompt included).
     """
-    p_arr = np.atleast_1d(as_tensor("p", p, ndim=(0, 1)).numpy())
-    collapse_exponent(p_arr)  # validates 0 < p <= 1/2
-    length = check_size("length", length, limit=WEAK_FREQUENCY_MAX_LENGTH)
-    toks = check_tokens("prompt", prompt, 2, ndim=1).tolist()
-    if len(set(toks)) != 2:
-        raise ValueError(f"prompt must contain both tokens 0 and 1; got {prompt!r}")
-    L0, S0 = len(toks), sum(toks)
-    T = L0 + length
-    n = p_arr.shape[0]
-    pc = p_arr[:, None]
-    S = np.arange(T + 1, dtype=float)
+    urn = _Urn(p, length, prompt)
+    n, L0, S0, T, toks = urn.n, urn.L0, urn.S0, urn.T, urn.tokens
     weak_last = np.zeros((n, T + 1))  # P(S, last token weak)
     strong_last = np.zeros((n, T + 1))  # P(S, last token strong)
     (weak_last if toks[-1] == 1 else strong_last)[:, S0] = 1.0
@@ -252,7 +262,7 @@ def weak_weak_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
     out[:, L0] = count
     for L in range(L0, T):
         k = L + 1  # weak counts 0..L are possible at length L
-        f = S[:k] * pc / (S[:k] * pc + (L - S[:k]) * (1 - pc))  # (n, k): next is weak
+        f = urn.next_weak(L)  # (n, k): next is weak
         count += (weak_last[:, :k] * f).sum(1)
         total = weak_last[:, :k] + strong_last[:, :k]
         weak_last[:, 1 : k + 1] = total * f  # S grows by one, the last token is weak
