@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ccmc_lite import ccmc
 from ccmc_lite.ccmc import (
     CoverageReport,
     cooccurrence_graphs,
@@ -94,10 +95,34 @@ def test_zero_transitions_appendix_c():
     wrt_P = coverage_report(prompts, 4, variant="cross", P=P)
     assert not bool(wrt_P.connected[0])
     assert wrt_P.components[0] == [frozenset({0}), frozenset({1}), frozenset({2})]
-    # conversely: the unobserved tokens 0 and 3 do not matter when P[0, 0] = P[0, 3] = 0
+    # the graph over the support {1, 2} is connected when P[0, 0] = P[0, 3] = 0 ...
     P[0] = torch.tensor([0.0, 0.4, 0.6, 0.0])
     assert not bool(coverage_report([[1, 2, 0]], 4, variant="cross").connected[0])
-    assert bool(coverage_report([[1, 2, 0]], 4, variant="cross", P=P).connected[0])
+    sparse = coverage_report([[1, 2, 0]], 4, variant="cross", P=P)
+    assert bool(sparse.connected[0])
+    # ... but tokens 0 and 3 are never keys with query 0, so P*[0, 0] and P*[0, 3] are free
+    # (Thm. C.3 as stated misses this): not consistent until both are observed
+    assert not sparse.consistent
+    covered = [[1, 2, 0], [3, 0, 1, 0], *([j, i, i] for i in (1, 2, 3) for j in range(4))]
+    assert coverage_report(covered, 4, variant="cross", P=P).consistent
+
+
+def test_thm_c3_counterexample_has_two_minimisers():
+    """With token 3 a zero transition never observed after query 0, moving mass onto it
+    leaves the population loss unchanged: P_GT is not the unique minimiser."""
+    P = torch.full((4, 4), 0.25, dtype=torch.float64)
+    P[0] = torch.tensor([0.0, 0.4, 0.6, 0.0])
+    prompts = [[1, 2, 0]] + [[j, i, i] for i in (1, 2, 3) for j in range(4)]
+    data = ccmc.population_data(P, prompts, variant="cross")
+    other = P.clone()
+    other[0] = torch.tensor([0.0, 0.2, 0.3, 0.5])  # same ratio 0.4 : 0.6 on the keys {1, 2}
+    same = ccmc.log_likelihood(other, data) - ccmc.log_likelihood(P, data)
+    assert abs(float(same)) < 1e-15
+    assert not coverage_report(prompts, 4, variant="cross", P=P).consistent
+    observed = [*prompts, [3, 1, 2, 0]]  # now 3 is a key with query 0: mass there costs
+    data = ccmc.population_data(P, observed, variant="cross")
+    worse = ccmc.log_likelihood(other, data) - ccmc.log_likelihood(P, data)
+    assert float(worse) < -1e-3
 
 
 def test_restricted_distribution():

@@ -100,6 +100,8 @@ class CoverageReport:
         ``(K, K, K)`` bool: ``same_component[k, i, j]`` iff ``i`` and ``j`` are in one
         component of :math:`\\mathcal G^{(k)}`, i.e. the ratio ``P[k, i] / P[k, j]`` is
         identified.
+    support : Tensor
+        ``(K, K)`` bool: ``P[k, j] > 0`` for the ground truth given (all true without one).
     """
 
     K: int
@@ -109,11 +111,19 @@ class CoverageReport:
     connected: torch.Tensor
     observed: torch.Tensor
     same_component: torch.Tensor
+    support: torch.Tensor
 
     @property
     def consistent(self) -> bool:
-        """True iff every graph is connected, i.e. maximum likelihood is consistent (Thm. 3.4)."""
-        return bool(self.connected.all())
+        """True iff maximum likelihood recovers every row (Thm. 3.4; App. C corrected).
+
+        Without zero transitions: every graph is connected (Thm. 3.4). With them, the
+        paper's Thm. C.3 asks only for connectivity with respect to ``P``; a token ``j``
+        with ``P[k, j] = 0`` that never occurs among the keys of a prompt ending in ``k``
+        leaves ``P*[k, j]`` free (the loss does not see it), so it must be observed too.
+        """
+        zero_unobserved = ~self.support & ~self.observed
+        return bool(self.connected.all()) and not bool(zero_unobserved.any())
 
     @property
     def disconnected_queries(self) -> list[int]:
@@ -185,7 +195,7 @@ def coverage_report(
             idx = torch.tensor(sorted(c))
             same[k, idx[:, None], idx[None, :]] = True
     observed = torch.diagonal(A, dim1=1, dim2=2).clone()  # (K, K)
-    return CoverageReport(K, variant, A, components, connected, observed, same)
+    return CoverageReport(K, variant, A, components, connected, observed, same, support)
 
 
 def restricted_distribution(P: Any, k: int, subset: Any) -> torch.Tensor:
@@ -233,6 +243,9 @@ def draw_cooccurrence_graph(
 ) -> None:
     """Draw :math:`\\mathcal G^{(k)}` on a circle, one colour per connected component.
 
+    Dashed outline: a token never observed with query ``k``; bold: ``k`` itself; grey
+    fill: ``P[k, v] = 0`` in the ground truth the report was given.
+
     Parameters
     ----------
     ax : Axes
@@ -269,12 +282,13 @@ def draw_cooccurrence_graph(
                 ax.plot(*xy[[i, j]].T, "-", color="0.45", lw=1.5, zorder=1)
     for v in range(K):
         observed = bool(A[v, v])
+        fill = colour.get(v, "white") if observed else "white"
         ax.scatter(
             xy[v, 0],
             xy[v, 1],
             s=420,
             zorder=2,
-            color=colour.get(v, "white") if observed else "white",
+            color=fill if bool(report.support[k, v]) else "0.8",  # grey: P[k, v] = 0
             edgecolor="black",
             linewidth=2.5 if v == k else 1.0,
             linestyle="-" if observed else "--",
