@@ -1810,6 +1810,10 @@ def build_table() -> list[Entry]:
             min_separation=a(0.02, "nonneg"),
         )
     )
+    p3_rows = ngram.stage_summary(
+        np.asarray(p3["test_loss"]), p3_eval, p3_ck, np.asarray(p3["offset_weight"]), span=2
+    )
+    add(E("ngram.stage_counts", a(p3_rows, "obj", "rows"), a(0.03, "pos", "lr")))
     add(
         E(
             "core.plot_seed_losses",

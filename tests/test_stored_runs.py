@@ -105,6 +105,19 @@ def test_a_prefix_reproduces_the_head_of_the_full_run(tiny):
     )
 
 
+def test_sweep_task_measures_the_test_gradient_at_each_checkpoint(tiny):
+    """``grad_sequences`` adds the unbiased test-loss gradient norm per checkpoint, without
+    changing what is trained."""
+    with_grad = run_sweep(_tiny(grad_sequences=16))
+    norms = with_grad.arrays["test_grad_norm"]  # (R, C)
+    assert norms.shape == (3, len(tiny.shared["checkpoint_steps"]))
+    assert np.all(np.isfinite(norms)) and np.all(norms >= 0) and norms.max() > 0
+    np.testing.assert_array_equal(with_grad.arrays["test_loss"], tiny.arrays["test_loss"])
+    assert "test_grad_norm" not in tiny.arrays
+    with pytest.raises(ValueError, match=r"grad_sequences.*must not exceed"):
+        run_sweep(_tiny(grad_sequences=10**6))
+
+
 def test_stage_summary_reads_known_formation_steps():
     """Synthetic attention weights with known formation checkpoints give exactly those."""
     ckpt = np.array([0, 10, 20, 30, 40])
@@ -120,6 +133,26 @@ def test_stage_summary_reads_known_formation_steps():
     assert rows[1]["formed"] == {1: -1, 2: 20} and rows[1]["first"] == 2
     assert [row["final"] for row in rows] == [pytest.approx(0.90), pytest.approx(1.10)]
     assert len(rows[0]["stages"]) == 2 and len(rows[1]["stages"]) == 1
+
+
+def test_stage_counts_counts_the_chapter_reading_over_seeds():
+    """Two synthetic seeds: one reads bigram → head on -2 → trigram, one never escapes."""
+    ckpt = np.array([0, 10, 20, 30, 40])
+    w = np.zeros((2, 5, 2, 2))  # (R, C, H, n - 1)
+    w[:, 1:, 0, 0] = 0.9  # both seeds: previous-token head at step 10
+    w[0, 3:, 1, 1] = 0.8  # seed 0: two-back head at step 30
+    steps = np.arange(0, 61, 2)
+    level = np.select([steps < 20, steps < 30], [1.6, 1.45], 1.05)
+    loss = np.stack([level, np.where(steps < 20, 1.6, 1.45)])
+    rows = ngram.stage_summary(loss, steps, ckpt, w, span=3)
+    counts = ngram.stage_counts(rows, lr=0.5)
+    assert counts["seeds"] == 2 and counts["prev"] == 2 and counts["escaped"] == 1
+    assert counts["esc_first"] == counts["esc_last"] == 30 and counts["tau_first"] == 15.0
+    assert (counts["final_min"], counts["final_max"]) == (1.05, 1.45)
+    with pytest.raises(ValueError, match="rows must be a non-empty list"):
+        ngram.stage_counts([], lr=0.5)
+    with pytest.raises(ValueError, match="lr must lie in"):
+        ngram.stage_counts(rows, lr=0.0)
 
 
 def test_stage_summary_and_plot_read_a_sweep_result(tiny):

@@ -36,13 +36,21 @@ from ..core.validation import (
 from .data import NGramTask
 from .models import AttentionOnlyTransformer, SimplifiedTransformer, first_layer_attention
 from .plateaus import detect_stages, formation_step, label_stages, offset_attention
-from .stagewise import NGramStream, kgram_levels, make_eval_fn, make_loss_fn, make_test_set
+from .stagewise import (
+    NGramStream,
+    checkpoint_gradient_norms,
+    kgram_levels,
+    make_eval_fn,
+    make_loss_fn,
+    make_test_set,
+)
 
 __all__ = [
     "PAPER_ATTENTION_ONLY",
     "PAPER_STAGEWISE",
     "attention_only_task",
     "plateau_task",
+    "stage_counts",
     "stage_summary",
     "sweep_task",
 ]
@@ -74,6 +82,7 @@ _KNOWN = {
     "eval_every",
     "checkpoint_every",
     "eps",
+    "grad_sequences",
     "head",
     "map_last",
     "stop_after",
@@ -96,13 +105,13 @@ def _core_settings(
 
 def _test_data(
     task: NGramTask, settings: Any, *, default_seed: int, device: str, eps: float = 1e-8
-) -> tuple[torch.Tensor, Any, dict[str, float]]:
-    """The fixed test set's tokens (CPU), the ``eval_fn`` on it (whose copy of the set lives
-    on ``device``, with the models) and its add-``α`` k-gram levels."""
+) -> tuple[torch.Tensor, torch.Tensor, Any, dict[str, float]]:
+    """The fixed test set's tokens and next-token laws (CPU), the ``eval_fn`` on it (whose
+    copy of the set lives on ``device``, with the models) and its add-``α`` k-gram levels."""
     n_test = check_int("settings['test_sequences']", settings["test_sequences"], minimum=1)
     tx, ty = make_test_set(task, n_test, seed=check_seed(settings.get("test_seed", default_seed)))
     levels = kgram_levels(tx, ty, task.S, tuple(range(1, task.n + 1)), smoothing=task.alpha)
-    return tx, make_eval_fn(tx, ty, eps=eps, device=device), levels
+    return tx, ty, make_eval_fn(tx, ty, eps=eps, device=device), levels
 
 
 def sweep_task(
@@ -119,9 +128,12 @@ def sweep_task(
     ``lr``, ``batch`` (the paper's values are :data:`PAPER_STAGEWISE`), ``test_sequences``,
     and optionally ``test_seed`` (default 2025, as in the chapter), ``eval_every`` (default
     ``steps // 64``), ``checkpoint_every`` (default ``2 * eval_every``), ``eps`` (the
-    authors' ``log(p + eps)``, default ``1e-8``), ``head`` (training losses kept, default
-    20), ``map_last`` (positions of the stored final attention maps, default 12) and
-    ``stop_after`` (train only a prefix; then only ``train_loss_head`` is returned).
+    authors' ``log(p + eps)``, default ``1e-8``), ``grad_sequences`` (default 0: with
+    ``G > 0``, the gradient of the loss on the first ``G`` test sequences is measured at
+    every checkpoint, :func:`~ccmc_lite.ngram.checkpoint_gradient_norms`), ``head``
+    (training losses kept, default 20), ``map_last`` (positions of the stored final
+    attention maps, default 12) and ``stop_after`` (train only a prefix; then only
+    ``train_loss_head`` is returned).
     ``runs``: one record per seed (e.g. ``{"run": r}``); run ``r`` of the sweep is
     initialised from ``derive_seed(seed, r, 0)``. The optimiser is the paper's: Adam
     ``(0.9, 0.999)``, constant learning rate, no weight decay.
@@ -133,8 +145,9 @@ def sweep_task(
     weight each first-layer head puts on the token ``o = 1, ..., n - 1`` places back at
     each checkpoint (:func:`~ccmc_lite.ngram.offset_attention`); ``final_attention``
     ``(R, heads, map_last, map_last)``, the last positions of σ(A_1) at the end (Fig. 5's
-    per-seed maps). ``shared``: ``eval_steps``, ``checkpoint_steps`` and the k-gram
-    reference ``levels`` (add-``α``) on the test set.
+    per-seed maps); with ``grad_sequences``, ``test_grad_norm`` ``(R, C)``, the norm of
+    that gradient at each checkpoint (sampling bias removed). ``shared``: ``eval_steps``,
+    ``checkpoint_steps`` and the k-gram reference ``levels`` (add-``α``) on the test set.
     """
     first_run = _check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN)
@@ -149,12 +162,20 @@ def sweep_task(
     )
     eps = check_float("settings['eps']", settings.get("eps", 1e-8), minimum=0.0, open_lower=True)
     map_last = check_int("settings['map_last']", settings.get("map_last", 12), minimum=1)
+    n_grad = check_int("settings['grad_sequences']", settings.get("grad_sequences", 0), minimum=0)
 
     task = NGramTask(S=S, n=n, T=T, alpha=alpha)
     prefix = stop_after is not None
     eval_fn = levels = None
     if not prefix:
-        _, eval_fn, levels = _test_data(task, settings, default_seed=2025, device=device, eps=eps)
+        tx, ty, eval_fn, levels = _test_data(
+            task, settings, default_seed=2025, device=device, eps=eps
+        )
+        if n_grad > tx.shape[0]:
+            raise ValueError(
+                f"settings['grad_sequences'] ({n_grad}) must not exceed "
+                f"settings['test_sequences'] ({tx.shape[0]})"
+            )
     config = TrainConfig(
         steps=steps,
         lr=lr,
@@ -186,6 +207,10 @@ def sweep_task(
     lo = max(T - map_last, 0)
     att = first_layer_attention(result.checkpoints[ck_steps[-1]]["A1"]).double()
     out["final_attention"] = att[..., lo:, lo:].numpy()
+    if n_grad:
+        _, out["test_grad_norm"] = checkpoint_gradient_norms(
+            result, tx[:n_grad], ty[:n_grad], eps=eps
+        )
     out["shared"] = {
         "eval_steps": [int(s) for s in result.eval_steps],
         "checkpoint_steps": [int(s) for s in ck_steps],
@@ -310,7 +335,7 @@ def attention_only_task(
     prefix = stop_after is not None
     eval_fn = levels = tx = None
     if not prefix:
-        tx, eval_fn, levels = _test_data(task, settings, default_seed=7, device=device)
+        tx, _, eval_fn, levels = _test_data(task, settings, default_seed=7, device=device)
     config = TrainConfig(
         steps=steps,
         lr=lr,
@@ -493,3 +518,42 @@ def stage_summary(
             }
         )
     return out
+
+
+def stage_counts(rows: list[dict[str, Any]], lr: float) -> dict[str, Any]:
+    """What Sec. 5's stage-wise reading predicts, counted over the rows of
+    :func:`stage_summary` (one per seed).
+
+    ``prev``: seeds whose previous-token head forms first; ``escaped``: seeds where a
+    head on offset 2 forms; ``ordered``: seeds whose test loss shows a bigram then a
+    trigram stage with that head forming between them; ``esc_first``/``esc_last``: the
+    first and last such formation step (``-1`` if none), ``tau_*`` the same in time
+    ``step * lr``; ``trigram``: the mean loss of the trigram stages (``None`` if no seed
+    has one);
+    ``final_min``/``final_max``: the range of the last test losses.
+    """
+    lr = check_float("lr", lr, minimum=0, open_lower=True)
+    keys = {"final", "formed", "first", "stages"}
+    if not isinstance(rows, list | tuple) or not rows:
+        raise ValueError(f"rows must be a non-empty list from stage_summary; got {rows!r:.60}")
+    if not all(isinstance(r, dict) and keys <= set(r) and 2 in r["formed"] for r in rows):
+        raise ValueError("rows must be the dicts stage_summary returns (offsets 1 and 2)")
+    escapes = [r["formed"][2] for r in rows if r["formed"][2] >= 0]
+    trigram = [s.loss for r in rows for s in r["stages"] if s.label == "trigram"]
+    return {
+        "seeds": len(rows),
+        "prev": sum(r["first"] == 1 for r in rows),
+        "escaped": len(escapes),
+        "ordered": sum(
+            [s.label for s in r["stages"]] == ["bigram", "trigram"]
+            and r["stages"][0].end <= r["formed"][2] <= r["stages"][1].start
+            for r in rows
+        ),
+        "esc_first": min(escapes, default=-1),
+        "esc_last": max(escapes, default=-1),
+        "tau_first": min(escapes, default=-1) * lr,
+        "tau_last": max(escapes, default=-1) * lr,
+        "trigram": float(np.mean(trigram)) if trigram else None,
+        "final_min": min(r["final"] for r in rows),
+        "final_max": max(r["final"] for r in rows),
+    }
