@@ -19,9 +19,9 @@ The step's largest operations, by input shape, are reported too (``paper_step_to
 and so is what the width ``N = 1024`` itself costs: the last attention block's score matrix has
 rows 4096 bytes apart, and two of its products run several times slower per column than at
 widths 1008 or 1040 (``row_stride_penalty``, measured on bare products). Computing them
-transposed would change the rounding of those that sum over keys or queries, and with it the
-stored Part II runs; instead :func:`ccmc_lite.markov.causal_attention` pads such a block with
-16 masked zero keys, which leaves every number of the step bit for bit as it was here.
+transposed, or padding the block with masked zero keys, changes the rounding of the products
+that sum over keys on some CPUs, and with it the stored Part II runs, so
+:func:`ccmc_lite.markov.blocked_causal_attention` leaves the block as it is.
 
 The *limit* of the step is ``max(FLOPs / compute peak, bytes / memory peak)`` (a roofline
 bound); the *achieved fraction* is limit / measured step time. A fused attention kernel would

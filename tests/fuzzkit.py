@@ -462,6 +462,15 @@ def build_table() -> list[Entry]:
             a("W and E"),
         )
     )
+    qkv = torch.randn(2, 8, 4)
+    add(
+        E(
+            "core.check_attention_inputs",
+            a(qkv, "array", "q", shape=False),
+            a(qkv, "array", "k", shape=False),
+            a(qkv, "array", "v", shape=False),
+        )
+    )
     add(E("core.check_choice", a("v"), a("a"), a(("a", "b"))))
     add(E("core.check_float", a("v"), a(0.5, "real")))
     add(
@@ -987,6 +996,14 @@ def build_table() -> list[Entry]:
     add(
         E(
             "markov.causal_attention",
+            a(q, "array", "q", shape=False),
+            a(q, "array", "k", shape=False),
+            a(q, "array", "v", shape=False),
+        )
+    )
+    add(
+        E(
+            "markov.blocked_causal_attention",
             a(q, "array", "q", shape=False),
             a(q, "array", "k", shape=False),
             a(q, "array", "v", shape=False),

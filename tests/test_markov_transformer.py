@@ -198,13 +198,17 @@ def _full_attention(q, k, v):
 
 @pytest.mark.parametrize("T", [1, 5, 64, 65, 130, 300])
 def test_blocked_causal_attention_equals_the_full_matrix_and_sdpa(T):
-    from ccmc_lite.markov import causal_attention
+    from ccmc_lite.markov import blocked_causal_attention, causal_attention
 
     g = torch.Generator().manual_seed(T)
     q, k, v = (torch.randn(3, T, 4, generator=g, dtype=torch.float64) for _ in range(3))
     q, k, v = (t.requires_grad_() for t in (q, k, v))
-    blocked = causal_attention(q, k, v, block=64)
+    blocked = blocked_causal_attention(q, k, v, block=64)
     full = _full_attention(q, k, v)
+    taught = causal_attention(q, k, v)  # the plain masked softmax
+    torch.testing.assert_close(taught, full, rtol=0, atol=0)
+    if T <= 64:  # one block: the fast path is the plain computation, bit for bit
+        torch.testing.assert_close(blocked, taught, rtol=0, atol=0)
     fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
     torch.testing.assert_close(blocked, full, rtol=1e-13, atol=1e-13)
     torch.testing.assert_close(fused, full, rtol=1e-13, atol=1e-13)
@@ -218,20 +222,20 @@ def test_blocked_causal_attention_equals_the_full_matrix_and_sdpa(T):
 def _attention_and_grads(q, k, v, w, batched=False):
     from torch.func import vmap
 
-    from ccmc_lite.markov import causal_attention
+    from ccmc_lite.markov import blocked_causal_attention
 
     q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
-    out = (vmap(causal_attention) if batched else causal_attention)(q, k, v)
+    out = (vmap(blocked_causal_attention) if batched else blocked_causal_attention)(q, k, v)
     return (out.detach(), *torch.autograd.grad((out * w).sum(), (q, k, v)))
 
 
 def test_blocked_attention_under_vmap_matches_each_run():
     from torch.func import vmap
 
-    from ccmc_lite.markov import causal_attention
+    from ccmc_lite.markov import blocked_causal_attention
 
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 150, 4, generator=g) for _ in range(3))  # (R, B, T, m)
-    batched = vmap(lambda a, b, c: causal_attention(a, b, c, block=32))(q, k, v)
+    batched = vmap(lambda a, b, c: blocked_causal_attention(a, b, c, block=32))(q, k, v)
     for r in range(2):
         torch.testing.assert_close(batched[r], _full_attention(q[r], k[r], v[r]))

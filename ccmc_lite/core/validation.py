@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "DivergenceError",
     "as_tensor",
+    "check_attention_inputs",
     "check_bool",
     "check_callable",
     "check_choice",
@@ -416,6 +417,25 @@ def as_tensor(
     ):
         raise ValueError(f"{name} must contain only finite numbers (no NaN or inf)")
     return tensor
+
+
+def check_attention_inputs(
+    q: Any, k: Any, v: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``q, k, v`` as tensors ``(..., T, m)`` of one dtype with matching shapes."""
+    q, k, v = (
+        as_tensor(n, t, dtype=None, ndim=(2, 3, 4)) for n, t in (("q", q), ("k", k), ("v", v))
+    )
+    if (
+        not (q.dtype == k.dtype == v.dtype)
+        or q.shape[-1] != k.shape[-1]
+        or k.shape[:-1] != v.shape[:-1]
+    ):
+        raise ValueError(
+            f"q, k, v must share dtype and shapes (..., T, m); got q {tuple(q.shape)} {q.dtype}, "
+            f"k {tuple(k.shape)} {k.dtype}, v {tuple(v.shape)} {v.dtype}"
+        )
+    return q, k, v
 
 
 def check_finite_result(value: torch.Tensor, what: str, inputs: str) -> torch.Tensor:

@@ -2,7 +2,8 @@
 
 Modules, in the order of the chapters: :mod:`~ccmc_lite.markov.kernels` (binary and
 ``K``-state kernels, sampling), :mod:`~ccmc_lite.markov.model` (the transformer of Sec. 2.1 /
-App. A), :mod:`~ccmc_lite.markov.landscape` (constructions, exact losses, Hessians) and
+App. A; :mod:`~ccmc_lite.markov.blocked_attention` is its fast attention path),
+:mod:`~ccmc_lite.markov.landscape` (constructions, exact losses, Hessians) and
 :mod:`~ccmc_lite.markov.runs` (many runs as one batched program). Exercise checkers:
 :mod:`ccmc_lite.markov.exercises`.
 
@@ -21,15 +22,17 @@ from ..core.chains import (
     stationary_distribution as stationary_distribution,
     unigram_entropy as unigram_entropy,
 )
-from . import kernels, model, landscape, runs
+from . import kernels, model, blocked_attention, landscape, runs
 from .kernels import *  # noqa: F403
 from .model import *  # noqa: F403
+from .blocked_attention import *  # noqa: F403
 from .landscape import *  # noqa: F403
 from .runs import *  # noqa: F403
 
 __all__ = [
     *kernels.__all__,
     *model.__all__,
+    *blocked_attention.__all__,
     *landscape.__all__,
     *runs.__all__,
 ]

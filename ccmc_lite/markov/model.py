@@ -32,6 +32,7 @@ from torch import nn
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
+    check_attention_inputs,
     check_callable,
     check_finite_result,
     check_float,
@@ -42,9 +43,9 @@ from ..core.validation import (
     check_tokens,
     is_traced,
 )
+from .blocked_attention import ATTENTION_BLOCK, blocked_causal_attention
 
 __all__ = [
-    "ATTENTION_BLOCK",
     "MODEL_OPTIONS",
     "MarkovTransformer",
     "build_model",
@@ -71,55 +72,21 @@ MODEL_OPTIONS: dict[str, Any] = {
 }
 
 
-#: Query-block length of :func:`causal_attention` (measured: 32-64 is fastest on a CPU).
-ATTENTION_BLOCK = 64
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``softmax(q kᵀ + causal mask) v`` over the last two axes (Makkuva et al. 2024, App. A).
 
-
-def causal_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block: int = ATTENTION_BLOCK
-) -> torch.Tensor:
-    """``softmax(q kᵀ + causal mask) v`` over the last two axes, one block of queries at a time.
-
-    The attention of Makkuva et al. (2024, App. A): position ``n`` attends to ``i <= n``.
-    ``q`` must already carry the ``1/sqrt(m)`` scale. Inputs ``(..., T, m)``; returns
-    ``(..., T, m)``. Queries ``s..s+b-1`` need only keys ``0..s+b-1``, so the blocks skip
-    the masked upper triangle (about half the work at ``T = 1024``) and every ``(b, s+b)``
-    score block stays small enough for the CPU caches: at the paper's ``N = 1024``, batch
-    16 and head size 4 one training step's attention runs about 5x faster than the full
-    ``T x T`` matrix (and than :func:`torch.nn.functional.scaled_dot_product_attention`,
-    whose fused CPU kernel is slower at head size 4). The numbers are those of the full
-    matrix: the blocks compute the same sums (tests compare both).
-
-    Raises ``ValueError`` when finite inputs overflow (scores of ``inf``), instead of
-    returning NaN.
+    Position ``n`` attends to the positions ``i <= n``: the mask puts ``-inf`` above the
+    diagonal of the ``T x T`` score matrix. ``q`` must already carry the ``1/sqrt(m)``
+    scale. Inputs ``(..., T, m)``; returns ``(..., T, m)``. Raises ``ValueError`` when
+    finite inputs overflow (scores of ``inf``), instead of returning NaN. The model runs
+    long inputs through :func:`~ccmc_lite.markov.blocked_causal_attention`, the same sums
+    without the masked half.
     """
-    q, k, v = (
-        as_tensor(n, t, dtype=None, ndim=(2, 3, 4)) for n, t in (("q", q), ("k", k), ("v", v))
-    )
-    if (
-        not (q.dtype == k.dtype == v.dtype)
-        or q.shape[-1] != k.shape[-1]
-        or k.shape[:-1] != v.shape[:-1]
-    ):
-        raise ValueError(
-            f"q, k, v must share dtype and shapes (..., T, m); got q {tuple(q.shape)} {q.dtype}, "
-            f"k {tuple(k.shape)} {k.dtype}, v {tuple(v.shape)} {v.dtype}"
-        )
-    block = check_size("block", block)
+    q, k, v = check_attention_inputs(q, k, v)
     T = q.shape[-2]
-    if T <= block:
-        scores = q @ k.transpose(-1, -2)  # (..., T, T)
-        mask = torch.full((T, T), float("-inf"), dtype=q.dtype, device=q.device).triu(1)
-        out = torch.softmax(scores + mask, dim=-1) @ v
-    else:
-        outs = []
-        for s in range(0, T, block):
-            e = min(s + block, T)
-            scores = q[..., s:e, :] @ k[..., :e, :].transpose(-1, -2)  # (..., e - s, e)
-            mask = torch.full((e - s, e), float("-inf"), dtype=q.dtype, device=q.device)
-            att = torch.softmax(scores + mask.triu(s + 1), dim=-1)
-            outs.append(att @ v[..., :e, :])  # (..., e - s, m)
-        out = torch.cat(outs, dim=-2)
+    scores = q @ k.transpose(-1, -2)  # (..., T, T)
+    mask = torch.full((T, T), float("-inf"), dtype=q.dtype, device=q.device).triu(1)
+    out = torch.softmax(scores + mask, dim=-1) @ v  # (..., T, m)
     return check_finite_result(out, "the attention", "q, k, v")
 
 
@@ -163,7 +130,9 @@ class _Block(nn.Module):
             q = (u @ self.W_Q.T) / math.sqrt(self.W_Q.shape[0])  # (B, T, m), scaled by 1/sqrt(m)
             k = u @ self.W_K.T
             v = u @ self.W_V.T
-            contribution = causal_attention(q, k, v) @ self.W_O.T  # (B, T, d)
+            long_input = q.shape[-2] > ATTENTION_BLOCK  # the fast path: same sums
+            attend = blocked_causal_attention if long_input else causal_attention
+            contribution = attend(q, k, v) @ self.W_O.T  # (B, T, d)
         else:
             contribution = torch.zeros_like(h)
         y = h + contribution
