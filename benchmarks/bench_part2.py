@@ -2,8 +2,8 @@
 
 Makkuva et al. (2024, Fig. 4) train several runs per (p, q) cell, tied and untied. The book
 trains every run of one architecture as one vmapped program
-(:func:`ccmc_lite.markov_runs.train_markov`, on top of
-:func:`ccmc_lite.training.train_runs`). This script times exactly that sweep (the book
+(:func:`ccmc_lite.markov.train_markov`, on top of
+:func:`ccmc_lite.core.train_runs`). This script times exactly that sweep (the book
 profile's grid: 6 x 6 cells x 3 seeds, tied and untied, N = 32, batch 16) for a fixed number
 of steps in both modes — ``batched=True`` and the per-run loop ``batched=False`` — in one
 process, after a warm-up, best of ``REPEATS`` interleaved repeats each, and reports the

@@ -1615,7 +1615,7 @@ def build_table() -> list[Entry]:
     )
     add(E("lens.conditional_entropy", a(joint, "array", "joint")))
     add(E("lens.ngram_levels", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
-    # --- added with the Part I-III corrections (issue 12)
+    # --- Part I-III: collapse, plateaus, exact landscapes
     add(
         E(
             "ccmc.collapse_census",
@@ -1773,7 +1773,7 @@ def build_table() -> list[Entry]:
             a("", "fixed"),
         )
     )
-    # --- stored paper-setting runs of Part III (issue 13)
+    # --- stored paper-setting runs of Part III
     p3_settings = {
         "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
         "batch": 4, "test_sequences": 8, "eval_every": 2,

@@ -1,4 +1,4 @@
-"""ccmc_lite.core.costs: the work counter and the roofline bound (issue 13)."""
+"""ccmc_lite.core.costs: the work counter and the roofline bound."""
 
 from __future__ import annotations
 

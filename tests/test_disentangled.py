@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.disentangled (Varre et al. 2025, Sec. 2.3, Sec. 4.1, App. F, App. I.1)."""
+"""Tests for ccmc_lite.ngram.models (Varre et al. 2025, Sec. 2.3, Sec. 4.1, App. F, App. I.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.markov_runs: batched training on Markov chains and its evaluation."""
+"""Tests for ccmc_lite.markov.runs: batched training on Markov chains and its evaluation."""
 
 from __future__ import annotations
 

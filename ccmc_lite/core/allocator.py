@@ -5,10 +5,10 @@ A batched training step allocates and frees the same few-megabyte tensors at eve
 glibc's ``malloc`` serves a block above its *mmap threshold* with a fresh ``mmap`` and
 returns it to the kernel when it is freed, and it gives the top of its heap back when more
 than the *trim threshold* is free. Both thresholds adapt to the blocks it sees, yet with a
-training step's mixture of sizes the memory keeps going back: on the book's build machine
-that Part II sweep takes over a thousand page faults (first touches of newly mapped pages)
-per step with glibc's defaults and almost none with the settings below (measured by
-``benchmarks/bench_part2.py``). :func:`~ccmc_lite.core.tune_allocator` fixes the three
+training step's mixture of sizes the memory keeps going back: that Part II sweep takes
+over a thousand page faults (first touches of newly mapped pages) per step with glibc's
+defaults and almost none with the settings below (``benchmarks/bench_part2.py`` measures
+both). :func:`~ccmc_lite.core.tune_allocator` fixes the three
 parameters with ``mallopt(3)`` so that such blocks stay in the heap and the heap stays large:
 blocks up to 32 MiB (the largest mmap threshold glibc accepts on 64-bit) come from the
 heap, and up to 512 MiB of free heap is kept. This changes no number a computation gives,

@@ -342,8 +342,8 @@ def _forked_global_rng() -> Iterator[Callable[[int], None]]:
 
     ``reseed(seed)`` seeds the CPU generator, and CUDA's where CUDA is present, directly:
     torch.manual_seed also seeds the lazily initialised CUDA, XPU and MTIA generators, which
-    on a machine without them records a stack trace each time (1.2 ms per run, 60 % of
-    building 64 small models) for generators no model here can draw from. The trainer seeds
+    on a machine without them records a stack trace each time (most of the cost of
+    building many small models) for generators no model here can draw from. The trainer seeds
     models' initialisation this way, and the randomness a model draws while it trains
     (dropout, noise layers), so the same seed gives the same numbers and the caller's global
     state is left as it was.
