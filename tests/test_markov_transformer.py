@@ -239,3 +239,77 @@ def test_blocked_attention_under_vmap_matches_each_run():
     batched = vmap(lambda a, b, c: blocked_causal_attention(a, b, c, block=32))(q, k, v)
     for r in range(2):
         torch.testing.assert_close(batched[r], _full_attention(q[r], k[r], v[r]))
+
+
+class _Table1Reference(torch.nn.Module):
+    """Makkuva et al. (2024), Table 1, written from the table alone (GPT-2 as in Pagliardini,
+    2023): ``wte`` (2 x d), ``wpe`` (N x d); per block ``ln_1``, ``c_attn`` (3d x d),
+    ``c_proj`` (d x d), ``ln_2``, ``mlp.c_fc`` (4d x d), ``mlp.c_proj`` (d x 4d); ``ln_f``;
+    the head tied to ``wte``; single-head causal attention, GELU."""
+
+    def __init__(self, d: int, N: int, depth: int) -> None:
+        super().__init__()
+        self.d = d
+        self.wte = torch.nn.Parameter(torch.zeros(2, d))
+        self.wpe = torch.nn.Parameter(torch.zeros(N, d))
+        self.h = torch.nn.ModuleList()
+        for _ in range(depth):
+            block = torch.nn.Module()
+            block.ln_1, block.ln_2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            block.c_attn = torch.nn.Linear(d, 3 * d, bias=False)
+            block.c_proj = torch.nn.Linear(d, d, bias=False)
+            block.c_fc = torch.nn.Linear(d, 4 * d, bias=False)
+            block.mlp_proj = torch.nn.Linear(4 * d, d, bias=False)
+            self.h.append(block)
+        self.ln_f = torch.nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T) -> logits (B, T, 2)
+        T = x.shape[1]
+        h = self.wte[x] + self.wpe[:T]
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        for b in self.h:
+            q, k, v = b.c_attn(b.ln_1(h)).split(self.d, dim=-1)
+            scores = (q @ k.transpose(1, 2)) / self.d**0.5
+            att = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+            h = h + b.c_proj(att @ v)
+            h = h + b.mlp_proj(torch.nn.functional.gelu(b.c_fc(b.ln_2(h))))
+        return self.ln_f(h) @ self.wte.T
+
+
+@pytest.mark.parametrize(("depth", "N"), [(1, 40), (2, 100)])
+def test_table1_option_equals_an_independent_gpt2_of_the_papers_table(depth, N):
+    """``TABLE1_OPTIONS`` is the paper's Table 1 model: mapped onto a GPT-2 written from the
+    table, every prediction agrees (the uni-embedding ``x e + p`` is ``wte = (0, e)``)."""
+    from ccmc_lite.markov import TABLE1_OPTIONS, build_model
+
+    torch.manual_seed(depth)
+    model = build_model(K=2, d=4, N=N, depth=depth, tied=True, **TABLE1_OPTIONS)
+    with torch.no_grad():
+        for p in model.parameters():  # random everything, layer norms included
+            p.copy_(torch.randn_like(p) * 0.5)
+        model.b.zero_()  # GPT-2's head has no bias
+    ref = _Table1Reference(4, N, depth)
+    with torch.no_grad():
+        ref.wte[1] = model.e
+        ref.wpe.copy_(model.pos)
+        for b, blk in zip(ref.h, model.blocks, strict=True):
+            b.c_attn.weight.copy_(torch.cat([blk.W_Q, blk.W_K, blk.W_V]))
+            b.c_proj.weight.copy_(blk.W_O)
+            b.c_fc.weight.copy_(blk.W_1)
+            b.mlp_proj.weight.copy_(blk.W_2)
+            for ln, w, s in ((b.ln_1, blk.ln1_w, blk.ln1_b), (b.ln_2, blk.ln2_w, blk.ln2_b)):
+                ln.weight.copy_(w)
+                ln.bias.copy_(s)
+        ref.ln_f.weight.copy_(model.lnf_w)
+        ref.ln_f.bias.copy_(model.lnf_b)
+        x = torch.randint(0, 2, (3, N))
+        ours = model(x)  # log-probabilities (B, T, 2)
+        theirs = torch.log_softmax(ref(x), dim=-1)
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    assert model.options["activation"] == "gelu" and model.layer_norm
+    relu = build_model(K=2, d=4, N=N, depth=depth, layer_norm=True)
+    relu.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        assert not torch.allclose(relu(x), ours)  # the activation matters
+    with pytest.raises(ValueError, match="activation"):
+        build_model(activation="tanh")

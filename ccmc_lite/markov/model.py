@@ -34,6 +34,7 @@ from ..core.validation import (
     as_tensor,
     check_attention_inputs,
     check_callable,
+    check_choice,
     check_finite_result,
     check_float,
     check_int,
@@ -46,7 +47,9 @@ from ..core.validation import (
 from .blocked_attention import ATTENTION_BLOCK, blocked_causal_attention
 
 __all__ = [
+    "ACTIVATIONS",
     "MODEL_OPTIONS",
+    "TABLE1_OPTIONS",
     "MarkovTransformer",
     "build_model",
     "causal_attention",
@@ -69,6 +72,18 @@ MODEL_OPTIONS: dict[str, Any] = {
     "init_std": 0.02,
     "attention": True,
     "feed_forward": True,
+    "activation": "relu",
+}
+
+#: The options that make :class:`MarkovTransformer` the paper's Table 1 model (GPT-2 as in
+#: Pagliardini (2023)): pre-layer-norm blocks, a final layer norm, GELU in the FF layer.
+#: Combine with the paper's sizes, e.g. ``build_model(d=4, N=1024, **TABLE1_OPTIONS)``.
+TABLE1_OPTIONS: dict[str, Any] = {"layer_norm": True, "activation": "gelu"}
+
+#: Activations of the FF layer: the paper's equations use ReLU (Sec. 2.1), its code GELU.
+ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu,
+    "gelu": F.gelu,
 }
 
 
@@ -103,8 +118,10 @@ class _Block(nn.Module):
         depth: int,
         attention: bool = True,
         feed_forward: bool = True,
+        activation: str = "relu",
     ) -> None:
         super().__init__()
+        self.act = ACTIVATIONS[activation]
         proj_std = init_std / math.sqrt(2 * depth)  # GPT-2: scaled init of residual outputs
         self.attention, self.feed_forward = attention, feed_forward
         if attention:
@@ -139,7 +156,7 @@ class _Block(nn.Module):
         if not self.feed_forward:
             return y, contribution
         u2 = F.layer_norm(y, (d,), self.ln2_w, self.ln2_b) if self.layer_norm else y
-        z = y + torch.relu(u2 @ self.W_1.T) @ self.W_2.T
+        z = y + self.act(u2 @ self.W_1.T) @ self.W_2.T
         return z, contribution
 
 
@@ -170,6 +187,9 @@ class MarkovTransformer(nn.Module):
         Standard deviation of the Gaussian initialisation (GPT-2: 0.02).
     attention, feed_forward : bool
         Switch the attention or the FF layer off (ablations; both on in the paper).
+    activation : str
+        ``"relu"`` (the paper's Sec. 2.1, the default) or ``"gelu"`` (its code, Table 1;
+        :data:`TABLE1_OPTIONS`).
 
     Attributes
     ----------
@@ -206,6 +226,7 @@ class MarkovTransformer(nn.Module):
         init_std: float = 0.02,
         attention: bool = True,
         feed_forward: bool = True,
+        activation: str = "relu",
     ) -> None:
         super().__init__()
         opts = check_model_options(
@@ -221,12 +242,14 @@ class MarkovTransformer(nn.Module):
                 "init_std": init_std,
                 "attention": attention,
                 "feed_forward": feed_forward,
+                "activation": activation,
             }
         )
         self.K, self.d, self.N = opts["K"], opts["d"], opts["N"]
         self.depth, self.tied, self.layer_norm = opts["depth"], opts["tied"], opts["layer_norm"]
         self.ff_width, self.attn_dim = opts["ff_width"], opts["attn_dim"]
         self.attention, self.feed_forward = opts["attention"], opts["feed_forward"]
+        self.activation = opts["activation"]
         std = opts["init_std"]
         if self.K == 2:
             self.e = nn.Parameter(torch.randn(d) * std)
@@ -249,6 +272,7 @@ class MarkovTransformer(nn.Module):
                 self.depth,
                 self.attention,
                 self.feed_forward,
+                self.activation,
             )
             for _ in range(self.depth)
         )
@@ -270,6 +294,7 @@ class MarkovTransformer(nn.Module):
             "attn_dim": self.attn_dim,
             "attention": self.attention,
             "feed_forward": self.feed_forward,
+            "activation": self.activation,
         }
 
     def readout_weight(self) -> torch.Tensor:
@@ -353,6 +378,7 @@ def check_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
         "attn_dim", opts["d"] if opts["attn_dim"] is None else opts["attn_dim"], minimum=1
     )
     opts["init_std"] = check_float("init_std", opts["init_std"], minimum=0.0, open_lower=True)
+    opts["activation"] = check_choice("activation", opts["activation"], tuple(ACTIVATIONS))
     return opts
 
 

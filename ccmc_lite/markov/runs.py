@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
-from ..core.sweeps import _check_task_args
+from ..core.sweeps import check_task_args
 from ..core.training import TrainConfig, TrainResult, train_runs
 from ..core.validation import (
     DEFAULT_LIMITS,
@@ -508,7 +508,8 @@ def sweep_task(
     """Train a shard of a Markov sweep (a task for :class:`ccmc_lite.core.Sweep`).
 
     ``settings`` (shared by the shard): ``K``, ``d``, ``N``, ``batch``, ``steps``, ``lr``,
-    ``tied``, and optionally ``depth``, ``layer_norm``, ``weight_decay`` (default
+    ``tied``, and optionally ``depth``, ``layer_norm``, ``activation`` (``"relu"``, or
+    ``"gelu"`` for the paper's Table 1 model with ``layer_norm``), ``weight_decay`` (default
     ``1e-3``), ``eval_every`` (default ``steps // 40``), ``n_test`` (default 64),
     ``head`` (training losses kept per run, default 20) and ``stop_after``. ``runs``: one
     dict per run with ``p`` and, for ``K = 2``, ``q`` (kernel :func:`binary_kernel`);
@@ -523,7 +524,7 @@ def sweep_task(
     ``train_loss_head`` (the first ``head`` training losses, for reproduction checks);
     ``shared["eval_steps"]``.
     """
-    first_run = _check_task_args(settings, runs, first_run)
+    first_run = check_task_args(settings, runs, first_run)
     K = check_size("settings['K']", settings.get("K", 2), minimum=2, limit=DEFAULT_LIMITS["vocab"])
     if K == 2:
         kernels = torch.stack([binary_kernel(r["p"], r["q"]) for r in runs])
@@ -538,6 +539,7 @@ def sweep_task(
         "tied": settings["tied"],
         "depth": settings.get("depth", 1),
         "layer_norm": settings.get("layer_norm", False),
+        "activation": settings.get("activation", "relu"),
     }
     result = train_markov(
         kernels,
