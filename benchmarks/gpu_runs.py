@@ -52,7 +52,7 @@ from paper_runs import EXPERIMENTS, TABLE2
 
 import ccmc_lite
 from ccmc_lite.core import Sweep, run_sweep, save_stored
-from ccmc_lite.core.stored import _GPU_DATA, _GPU_TIMINGS, _machine
+from ccmc_lite.core.stored import _GPU_DATA, _GPU_TIMINGS, machine_description
 
 PACKAGE = Path(ccmc_lite.__file__).resolve().parent  # where load_stored(gpu=True) reads
 
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     timings: dict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     timings.update(
-        machine=_machine(),
+        machine=machine_description(),
         torch=torch.__version__,
         python=platform.python_version(),
         device=args.device,

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ccmc_lite.core.stored import _machine
+from ccmc_lite.core.stored import machine_description
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     only = {s for s in args.only.split(",") if s}
     results: dict[str, object] = {
-        "machine": f"{_machine()}, Python {platform.python_version()}",
+        "machine": f"{machine_description()}, Python {platform.python_version()}",
         # glibc allocator tunables (dev.py sets them): they change speed, never numbers
         "allocator_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
         "date": time.strftime("%Y-%m-%d %H:%M"),

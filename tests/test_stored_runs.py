@@ -29,7 +29,7 @@ from ccmc_lite.core import (
     run_sweep,
     stored_names,
 )
-from ccmc_lite.core.stored import _machine
+from ccmc_lite.core.stored import machine_description
 from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -365,7 +365,7 @@ def test_a_prefix_of_a_stored_run_reproduces(name, declared):
     if not np.array_equal(new, head[:, :PREFIX]):
         np.testing.assert_allclose(new, head[:, :PREFIX], rtol=1e-5, atol=0)
         where = (stored.provenance["machine"], stored.provenance["torch_version"])
-        here = (_machine(), torch.__version__)
+        here = (machine_description(), torch.__version__)
         warnings.warn(
             f"the prefix reproduces within rtol 1e-5, not bit for bit ({where} vs {here})",
             stacklevel=1,
@@ -419,6 +419,6 @@ def test_load_stored_gpu_argument_is_checked():
 def test_the_machine_names_the_vector_instructions_of_torchs_kernels(monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    arch, cpu, cores, system = _machine().split(", ")
+    arch, cpu, cores, system = machine_description().split(", ")
     assert arch == platform.machine()
     assert cpu.endswith(" (AVX2)") and cores.endswith(" cores") and system == platform.system()

@@ -229,9 +229,9 @@ def _environment() -> str:
     root = Path(__file__).resolve().parents[1]
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    from .stored import _machine
+    from .stored import machine_description
 
-    h.update(f"{sys.version}|{torch.__version__}|{np.__version__}|{_machine()}".encode())
+    h.update(f"{sys.version}|{torch.__version__}|{np.__version__}|{machine_description()}".encode())
     h.update(f"{platform.machine()}".encode())
     return h.hexdigest()
 

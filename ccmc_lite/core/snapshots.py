@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .stored import _json_stems, _machine, _package_version
+from .stored import json_stems, machine_description, package_version
 from .validation import check_choice, check_float, check_instance
 
 __all__ = ["ChapterSnapshot", "Claims", "load_snapshot", "save_snapshot", "snapshot_names"]
@@ -334,7 +334,7 @@ def _moved(rows: list[tuple[str, Any, Any]], rtol: float, atol: float) -> list[s
 
 def snapshot_names() -> list[str]:
     """The chapters (``"part1/02_..."``) with a snapshot shipped in the package."""
-    return [stem.replace("__", "/") for stem in _json_stems(_DATA)]
+    return [stem.replace("__", "/") for stem in json_stems(_DATA)]
 
 
 def save_snapshot(
@@ -367,11 +367,11 @@ def save_snapshot(
         "code_sha256": code_sha256,
         "provenance": {
             "profile": "paper",
-            "package_version": _package_version(),
+            "package_version": package_version(),
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": _machine(),
+            "machine": machine_description(),
             "wall_seconds": round(wall_seconds, 1),
             "command": command,
         },

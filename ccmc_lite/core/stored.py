@@ -60,7 +60,7 @@ _GPU_DATA = "data/gpu_runs"
 _GPU_TIMINGS = "data/gpu_timings.json"
 
 
-def _package_version() -> str:
+def package_version() -> str:
     from .. import __version__
 
     return __version__
@@ -83,7 +83,7 @@ def _cpu_model() -> str:
     return _cpuinfo("model name") or platform.processor() or "unknown CPU"
 
 
-def _machine() -> str:
+def machine_description() -> str:
     """Architecture, processor, cores and OS (and the GPU): where a stored run was made.
 
     The processor matters: float32 kernels differ between CPU families (MKL picks other
@@ -180,11 +180,11 @@ def save_stored(result: SweepResult, path: str | os.PathLike[str], *, command: s
         },
         "shared": json.loads(json.dumps(result.shared, default=_plain)),
         "provenance": {
-            "package_version": _package_version(),
+            "package_version": package_version(),
             "torch_version": torch.__version__,
             "python_version": platform.python_version(),
             "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": _machine(),
+            "machine": machine_description(),
             "device": result.device,
             "wall_seconds": round(result.seconds, 1),
             "shard_seconds": [round(s, 1) for s in result.shard_seconds],
@@ -207,7 +207,7 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"cannot store a value of type {type(value).__name__}")
 
 
-def _json_stems(data: str) -> list[str]:
+def json_stems(data: str) -> list[str]:
     """Sorted stems of the ``.json`` files in the package folder ``data`` (none: ``[]``)."""
     folder = resources.files("ccmc_lite").joinpath(data)
     if not folder.is_dir():
@@ -223,7 +223,7 @@ def _runs_folder(gpu: bool) -> str:
 def stored_names(*, gpu: bool = False) -> list[str]:
     """Names of the stored runs that ship with the package (``gpu=True``: of those re-run
     on a GPU)."""
-    return _json_stems(_runs_folder(gpu))
+    return json_stems(_runs_folder(gpu))
 
 
 def load_stored(
@@ -239,7 +239,7 @@ def load_stored(
     """
     if path is None:
         folder = _runs_folder(gpu)
-        names = _json_stems(folder)
+        names = json_stems(folder)
         if not names:
             raise ValueError("name must be a stored run; none ship with this installation")
         check_choice("name", name, names)

@@ -108,7 +108,7 @@ class Shard:
         return len(self.runs)
 
 
-def _check_task_args(settings: Any, runs: Any, first_run: Any) -> int:
+def check_task_args(settings: Any, runs: Any, first_run: Any) -> int:
     """The checks every sweep task makes of its protocol arguments; returns ``first_run``."""
     check_instance("settings", settings, Mapping)
     if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):

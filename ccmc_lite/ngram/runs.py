@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from ..core.sweeps import _check_task_args
+from ..core.sweeps import check_task_args
 from ..core.training import TrainConfig, train_runs
 from ..core.validation import (
     as_tensor,
@@ -149,7 +149,7 @@ def sweep_task(
     that gradient at each checkpoint (sampling bias removed). ``shared``: ``eval_steps``,
     ``checkpoint_steps`` and the k-gram reference ``levels`` (add-``α``) on the test set.
     """
-    first_run = _check_task_args(settings, runs, first_run)
+    first_run = check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN)
     S, n, T, steps, lr, batch, head, stop_after = _core_settings(settings)
     alpha = check_float("settings['alpha']", settings["alpha"], minimum=0.0, open_lower=True)
@@ -313,7 +313,7 @@ def attention_only_task(
     columns; rounded to 4 decimals). ``shared``: ``eval_steps``, ``checkpoint_steps``,
     ``map_steps`` and the add-``α`` k-gram ``levels`` on the test set.
     """
-    first_run = _check_task_args(settings, runs, first_run)
+    first_run = check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN_ATTENTION_ONLY)
     S, n, T, steps, lr, batch, head, stop_after = _core_settings(settings, min_steps=16)
     alpha = check_float("settings['alpha']", settings["alpha"], minimum=0.0, open_lower=True)
@@ -414,7 +414,7 @@ def plateau_task(
     (:func:`~ccmc_lite.ngram.offset_attention` with ``length``). ``shared``:
     ``checkpoint_steps``.
     """
-    first_run = _check_task_args(settings, runs, first_run)
+    first_run = check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN_PLATEAU)
     S, n, T, steps, lr, batch, head, stop_after = _core_settings(settings)
     heads = check_int("settings['heads']", settings["heads"], minimum=1)
