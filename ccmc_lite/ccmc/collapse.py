@@ -482,7 +482,11 @@ def stationary_of_reweighted(P: Any, m: Any) -> torch.Tensor:
         :math:`P^m` is irreducible there; otherwise the one from the eigenvector solver).
     """
     P = check_transition(P)
-    m = _check_weights("m", m, P.shape[0])
+    return _reweighted_stationary(P, _check_weights("m", m, P.shape[0]))
+
+
+def _reweighted_stationary(P: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """:func:`stationary_of_reweighted` for checked ``P`` and ``m`` (the ODE's inner step)."""
     S = (m > 0).nonzero().flatten()
     Pm = P[S][:, S] * m[S][None, :]
     if bool((Pm.sum(-1) <= 0).any()):
@@ -522,10 +526,11 @@ def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torc
     """
     steps = check_size("steps", steps, minimum=1)
     dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
-    m = _check_weights("m0", m0, check_transition(P).shape[0]).clone()
+    P = check_transition(P)
+    m = _check_weights("m0", m0, P.shape[0]).clone()
     m = m / m.sum()
-    for _ in range(steps):
-        m = m + dt * (stationary_of_reweighted(P, m) - m)
+    for _ in range(steps):  # validated once above, not at every step
+        m = m + dt * (_reweighted_stationary(P, m) - m)
     return m
 
 
@@ -771,7 +776,7 @@ def interior_rates(P: Any, m: Any, *, h: float = 1e-6) -> np.ndarray:
     def field(x: torch.Tensor) -> torch.Tensor:
         full = torch.zeros_like(m)
         full[S] = x
-        return (stationary_of_reweighted(P, full) - full)[S]
+        return (_reweighted_stationary(P, full) - full)[S]
 
     cols = [
         (field(m[S] + h * basis[:, k]) - field(m[S] - h * basis[:, k])) / (2 * h)
