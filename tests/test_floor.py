@@ -4,8 +4,8 @@
 what they have when it is new enough), so the bounds must be true. ``_build/venvs/floor``
 holds each runtime dependency pinned at its bound (``book_tools.floor_requirements``; torch
 is the one exception, see ``book_tools.FLOOR_EXCEPTIONS``) plus the test tooling. There the
-package's unit tests run (a few examples per property test), and a training chapter and a
-chapter with a widget run top to bottom. The environment is cached, keyed on the bounds:
+package's unit tests run (a few examples per property test, training included), and a
+chapter with a widget runs top to bottom. The environment is cached, keyed on the bounds:
 only a changed bound pays for a new one.
 """
 
@@ -62,12 +62,10 @@ NOT_UNIT = (
 )
 #: Floors that the locally installable torch lifts above the declared bound.
 RAISED_BY_TORCH = {"sympy"}
-#: A chapter that trains with the package's shared trainer (core.train_runs) and runs fast,
-#: and one whose explorer is an ``ipywidgets.interact`` (the widget API at its floor).
-FLOOR_CHAPTERS = (
-    ROOT / "book" / "part1" / "02_learning_by_prompting.md",
-    ROOT / "book" / "part2" / "02_unigram_trap.md",
-)
+#: A chapter whose explorer is an ``ipywidgets.interact``: notebook execution, figures and the
+#: widget API at their floors. Training at the floors is the unit tests' (test_training,
+#: test_markov_runs and the parts' trainers run in the unit-test run above).
+FLOOR_CHAPTERS = (ROOT / "book" / "part2" / "02_unigram_trap.md",)
 
 
 @pytest.fixture(scope="module")
