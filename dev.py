@@ -53,18 +53,28 @@ def run(cmd: list[str | Path], **kwargs) -> None:
 def allocator_env() -> dict[str, str]:
     """glibc's allocator settings for batched training, as environment variables.
 
-    One copy, in ``ccmc_lite/core/allocator.py`` (standard library only, so it loads
-    before any environment exists): the package applies them itself when it trains, and
-    dev.py exports them so that every process it starts has them from its first
-    allocation. They change no number, only speed; a value already in the environment wins.
+    One copy, in ``tools/allocator.py`` (standard library only, so it loads before any
+    environment exists): dev.py exports them so that every process it starts has them from
+    its first allocation. They change no number, only speed; a value already in the
+    environment wins.
     """
     spec = importlib.util.spec_from_file_location(
-        "_ccmc_allocator", ROOT / "ccmc_lite" / "core" / "allocator.py"
+        "_ccmc_allocator", ROOT / "tools" / "allocator.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return dict(module.ALLOCATOR_ENV)
+
+
+def export_allocator_env() -> None:
+    """Give every process dev.py starts (kernels, workers, tests) the allocator settings.
+
+    Linux only; a setting already in the environment is kept.
+    """
+    if sys.platform.startswith("linux"):
+        for key, value in allocator_env().items():
+            os.environ.setdefault(key, value)
 
 
 #: Where dev.py's commands keep Python's byte-code caches (PYTHONPYCACHEPREFIX).
@@ -252,17 +262,17 @@ def cmd_bench(args: list[str]) -> None:
 
 def cmd_paper_runs(args: list[str]) -> None:
     ensure_env()
-    run([PY, ROOT / "benchmarks" / "paper_runs.py", *args])
+    run([PY, "-m", "tools.paper_runs", *args])
 
 
 def cmd_paper_chapters(args: list[str]) -> None:
     ensure_env()
-    run([PY, ROOT / "benchmarks" / "paper_chapters.py", *args])
+    run([PY, "-m", "tools.paper_chapters", *args])
 
 
 def cmd_gpu_runs(args: list[str]) -> None:
     ensure_env()
-    run([PY, ROOT / "benchmarks" / "gpu_runs.py", *args])
+    run([PY, "-m", "tools.gpu_runs", *args])
 
 
 def cmd_student(args: list[str]) -> None:
@@ -336,9 +346,7 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] not in COMMANDS:
         print(__doc__)
         sys.exit(2 if argv else 0)
-    if sys.platform.startswith("linux"):
-        for key, value in allocator_env().items():  # inherited by every kernel and worker
-            os.environ.setdefault(key, value)
+    export_allocator_env()
     use_bytecode_cache()  # inherited by every kernel, worker and test subprocess
     try:
         COMMANDS[argv[0]](argv[1:])

@@ -10,7 +10,7 @@ measures, in one process and interleaved so that machine load affects all of the
 * the machine's *compute peak*: a large float32 matmul (GFLOP/s);
 * the machine's *memory peak*: a large tensor copy (GB/s, read + write);
 * the step's work, counted by running one forward + backward under
-  ``ccmc_lite.core.count_work`` (counters over every ATen operation): FLOPs of the matrix
+  ``tools.costs.count_work`` (counters over every ATen operation): FLOPs of the matrix
   products (``torch.utils.flop_counter``), element-wise operations (one FLOP per output element,
   exponentials included) and bytes moved (every operand read once and every result written
   once, i.e. no cache reuse: an upper bound on the traffic of this implementation).
@@ -41,7 +41,6 @@ import time
 import torch
 from profiling import top_ops
 
-from ccmc_lite.core import Hardware, Work, count_work, roofline_seconds, roofline_terms
 from ccmc_lite.markov import (
     ATTENTION_BLOCK,
     binary_kernel,
@@ -49,6 +48,7 @@ from ccmc_lite.markov import (
     next_token_loss,
     sample_chains,
 )
+from tools.costs import Hardware, Work, count_work, roofline_seconds, roofline_terms
 
 PAPER = dict(K=2, d=4, N=1024, batch=16)
 

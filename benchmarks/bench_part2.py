@@ -15,7 +15,7 @@ bounds the ratio any batched path can reach against the loop here (``fig4_ratio_
 the roofline (FLOPs or bytes moved without cache reuse, whichever is slower) is reported too.
 Last, the same sweep runs in fresh processes without dev.py's MALLOC_* variables, as a reader
 runs it in Binder or Colab: glibc's default allocator against the package's settings
-(``allocator_*``; :func:`ccmc_lite.core.tune_allocator`, which ``train_runs`` applies).
+(``allocator_*``; ``tools/allocator.py``, which ``dev.py`` applies to every process).
 
     python benchmarks/bench_part2.py            # full: about 5 minutes on 2 CPU cores
     python -c "import bench_part2; print(bench_part2.run(quick=True))"
@@ -75,10 +75,12 @@ def _sweep_seconds(
 
 # One fresh process: the book-profile sweep for ``steps`` steps (after a warm-up), best of 2,
 # and the minor page faults per program-step of the last one. It inherits no MALLOC_*
-# variable, so the allocator is whatever ccmc_lite.core.tune_allocator makes of it.
+# variable: the allocator is glibc's default, or what tools.allocator.tune_allocator sets.
 _ALLOCATOR_PROBE = """
 import json, resource, sys, torch
 import bench_part2 as b
+from tools.allocator import tune_allocator
+tuned = tune_allocator()  # {} with CCMC_ALLOCATOR=system
 torch.set_num_threads(1)
 steps = int(sys.argv[1])
 k = b._grid_kernels()
@@ -88,19 +90,19 @@ for _ in range(2):
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     best = min(best, b._sweep_seconds(k, steps, batched=True))
     faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / (2 * steps)
-from ccmc_lite.core import tune_allocator
-print(json.dumps({"s": best, "faults": faults, "tuned": tune_allocator()}))
+print(json.dumps({"s": best, "faults": faults, "tuned": tuned}))
 """
 
 
 def allocator_effect(steps: int, repeats: int = 2) -> dict:
     """The sweep in fresh processes as a reader runs it (no MALLOC_* variables): glibc's
     default allocator (``CCMC_ALLOCATOR=system``) against the package's settings
-    (:func:`ccmc_lite.core.tune_allocator`, applied by ``train_runs``); interleaved, best of
+    (``tools.allocator.tune_allocator``); interleaved, best of
     ``repeats`` processes each. Linux with glibc only (elsewhere both are the default)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.pop("GLIBC_TUNABLES", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    here = Path(__file__).parent  # bench_part2 itself, and the repository's tools/
+    env["PYTHONPATH"] = os.pathsep.join([str(here), str(here.parent), env.get("PYTHONPATH", "")])
     best: dict[str, dict] = {}
     for _ in range(repeats):
         for name, choice in (("default", "system"), ("tuned", "book")):

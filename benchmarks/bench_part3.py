@@ -43,7 +43,7 @@ TASK = NGramTask(S=5, n=3, T=32, alpha=0.5)
 REPEATS = 3  # interleaved repeats of each timed path; the best counts
 
 
-def _train(n_runs: int, steps: int, batched: bool, device: str = "cpu") -> float:
+def train_seconds(n_runs: int, steps: int, batched: bool, device: str = "cpu") -> float:
     """Seconds of ``train_runs`` for ``n_runs`` runs of ``steps`` steps at Sec. 5's settings."""
     config = TrainConfig(steps=steps, lr=0.01, optimizer="adam")
     result = train_runs(
@@ -65,21 +65,21 @@ def run(quick: bool = False) -> dict:
     torch.set_num_threads(1)  # tiny tensors: one thread is fastest (and comparable)
     steps = 60 if quick else 400
     seeds = 4
-    _train(1, 10, True)  # warm-up (allocator, vmap tracing)
-    _train(1, 10, False)
+    train_seconds(1, 10, True)  # warm-up (allocator, vmap tracing)
+    train_seconds(1, 10, False)
     times = timed_rounds(
         REPEATS,
-        one=lambda: _train(1, steps, True),
-        batched=lambda: _train(seeds, steps, True),
-        looped=lambda: _train(seeds, steps, False),
+        one=lambda: train_seconds(1, steps, True),
+        batched=lambda: train_seconds(seeds, steps, True),
+        looped=lambda: train_seconds(seeds, steps, False),
     )
     one, batched, looped = (min(times[k]) for k in ("one", "batched", "looped"))
     ratio_by_runs = {seeds: round(looped / batched, 2)}
     many, few = 25, max(steps // 4, 20)  # ch. 5's (T, alpha) sweep at paper settings: 5 x 5
     many_times = timed_rounds(
         REPEATS,
-        batched=lambda: _train(many, few, True),
-        looped=lambda: _train(many, few, False),
+        batched=lambda: train_seconds(many, few, True),
+        looped=lambda: train_seconds(many, few, False),
     )
     ratio_by_runs[many] = round(min(many_times["looped"]) / min(many_times["batched"]), 2)
     per_round = {
@@ -96,7 +96,7 @@ def run(quick: bool = False) -> dict:
 
     sampling = min(timed_rounds(REPEATS, draw=draw)["draw"])  # best of REPEATS, like the rest
     steps_per_s = steps / one
-    top = top_ops(lambda: _train(seeds, 20, True))
+    top = top_ops(lambda: train_seconds(seeds, 20, True))
     model, loss_fn = SimplifiedTransformer(5, 32, 2), make_loss_fn()
     gen = torch.Generator().manual_seed(0)
     batch = tuple(t[0] for t in NGramStream(TASK, 128)(0, torch.arange(1), gen))

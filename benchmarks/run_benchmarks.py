@@ -23,14 +23,17 @@ import json
 import os
 import platform
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ccmc_lite.core.stored import machine_description
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))  # the repository's tools/ (not installed with the package)
+
+from tools.stored import machine_description  # noqa: E402
+
 RESULTS = HERE / "results.json"
 
 

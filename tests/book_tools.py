@@ -15,14 +15,16 @@ later in the same test session then renders from the cache instead of executing 
 chapter a second time. Chapters run with ``CCMC_BOOK_BUILD=1`` so that glued values reach
 the cache; student notebooks run without it, as a reader's notebook does.
 
-**Training once per session.** The kernels run with ``CCMC_RESULT_CACHE`` pointing at
+**Training once per session.** The kernels start with the repository's replay cache
+installed (``tools/replay.py``, loaded by the kernel's configuration in
+:data:`KERNEL_CONFIG_DIR`, invisible to the notebook) and ``CCMC_RESULT_CACHE`` pointing at
 ``_build/result_cache`` (emptied when the pool starts): every training call
-(:func:`ccmc_lite.core.train_runs`) and Part I's long simulations and fits
-(``sample_trajectories``, ``fit_newton``) store their results there, and a later call with the same
-fingerprint (arguments by value, the package's sources, library versions, thread count and
-global random states; see :mod:`ccmc_lite.core.replay`) replays it. The pool runs all
-chapters before any student notebook, so a student notebook (its chapter less the
-solutions) replays the training its chapter did, and still executes every cell.
+(:func:`ccmc_lite.train_runs`) and Part I's long simulations and fits
+(``sample_trajectories``, ``fit_newton``) store their results there, and a later call with
+the same fingerprint (arguments by value, the package's sources, library versions, thread
+count and global random states) replays it. The pool runs all chapters before any student
+notebook, so a student notebook (its chapter less the solutions) replays the training its
+chapter did, and still executes every cell.
 
 **Two kernels at a time, from the start.** :func:`start_pool` (called by ``conftest.py``
 as soon as the tests are collected) executes the selected notebooks in a pool of
@@ -60,10 +62,24 @@ CACHE_DIR = BUILD_DIR / ".jupyter_cache"
 CELL_TIMEOUT_S = 900
 LOCK = ROOT / "requirements" / "lock.txt"
 READER_VENV = BUILD_DIR / "venvs" / "reader"
-#: Where the notebook kernels store and replay training results (``ccmc_lite.core.replay``;
-#: the name of the variable is repeated here so that this module imports without the package).
+#: Where the notebook kernels store and replay training results (``tools/replay.py``).
 RESULT_CACHE_DIR = BUILD_DIR / "result_cache"
 RESULT_CACHE_ENV = "CCMC_RESULT_CACHE"
+#: The kernels' IPython directory: a configuration that installs the replay cache.
+KERNEL_CONFIG_DIR = BUILD_DIR / "ipython"
+_KERNEL_CONFIG = """\
+# Written by tests/book_tools.py: the test session's kernels replay repeated computations
+# from the result cache (tools/replay.py). The notebook sees neither tools/ nor its names.
+import sys
+sys.path.insert(0, {root!r})
+try:
+    import tools.replay
+    tools.replay.install()
+finally:
+    sys.path.remove({root!r})
+    for _name in [m for m in sys.modules if m == "tools" or m.startswith("tools.")]:
+        del sys.modules[_name]
+"""
 KERNELS = int(os.environ.get("CCMC_TEST_KERNELS", "2"))
 SETUP_SOURCE = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
 
@@ -431,6 +447,18 @@ def _with_setup(nb):
 STUDENT_NICENESS = 10
 
 
+def replaying_ipython_dir() -> Path:
+    """An IPython directory whose kernel configuration installs ``tools/replay.py``."""
+    config = KERNEL_CONFIG_DIR / "profile_default" / "ipython_kernel_config.py"
+    text = _KERNEL_CONFIG.format(root=str(ROOT))
+    if not config.exists() or config.read_text(encoding="utf-8") != text:
+        config.parent.mkdir(parents=True, exist_ok=True)
+        partial = config.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(config)  # atomic: a kernel starting beside never reads half of it
+    return KERNEL_CONFIG_DIR
+
+
 def execute_in_reader_kernel(
     nb, name: str, cwd: Path, book_build: bool, niceness: int = 0
 ) -> ExecutedNotebook:
@@ -461,6 +489,7 @@ def execute_in_reader_kernel(
     error = None
     env = reader_env(book_build)
     env[RESULT_CACHE_ENV] = str(RESULT_CACHE_DIR)  # see start_pool
+    env["IPYTHONDIR"] = str(replaying_ipython_dir())
     try:
         client.execute(env=env)
     except CellExecutionError as err:
@@ -615,6 +644,11 @@ def _mark(kind: str, name: str, start: float) -> None:
 
 def _run_job(kind: str, path: Path) -> ExecutedNotebook:
     ensure_reader_venv()  # once (locked); the first job of the pool creates it
+    chapter = _POOL.get(("chapter", path))
+    if kind == "student" and chapter is not None:
+        # Its chapter started earlier (the queue is first in, first out) but may still run
+        # on the other kernel: wait for the training results it stores.
+        concurrent.futures.wait([chapter])
     start = time.perf_counter()
     try:
         return _JOBS[kind](path)

@@ -38,6 +38,7 @@ import functools
 import importlib
 import inspect
 import math
+import pkgutil
 import resource
 import signal
 import tempfile
@@ -87,6 +88,14 @@ def public_callables() -> dict[str, Callable[..., Any]]:
             home = obj.__module__.split(".")[-1]
             if home not in EXCLUDED_MODULES:
                 out.setdefault(f"core.{name}", obj)
+    import tools  # the evidence layer's tooling: its public functions get the same checks
+
+    for info in pkgutil.iter_modules(tools.__path__):
+        mod = importlib.import_module(f"tools.{info.name}")
+        for name in getattr(mod, "__all__", ()):
+            obj = getattr(mod, name)
+            if callable(obj) and not inspect.ismodule(obj):
+                out[f"tools.{info.name}.{name}"] = obj
     return out
 
 
@@ -410,6 +419,7 @@ class _Vocab3(torch.nn.Module):
 def build_table() -> list[Entry]:
     """The valid calls: at least one entry per public callable."""
     from ccmc_lite import ccmc, core, markov, ngram
+    from tools import costs
 
     P2 = markov.binary_kernel(0.3, 0.4)
     P3 = markov.random_kernel(3, 0)
@@ -531,7 +541,7 @@ def build_table() -> list[Entry]:
     add(E("core.resolve_device", a("cpu", "choice", none_ok=True)))
     add(E("core.by_profile", a(1), a(2), profile=a("book", "choice", none_ok=True)))
     add(E("core.current_profile"))
-    add(E("core.tune_allocator"))
+    add(E("tools.allocator.tune_allocator"))
     add(E("core.profile_banner", a({"x": 1}), profile=a("book", "choice", none_ok=True)))
     for f in ("entropy_rate", "mutual_information", "stationary_distribution", "unigram_entropy"):
         add(E(f"core.{f}", a(P3, "stoch")))
@@ -601,7 +611,7 @@ def build_table() -> list[Entry]:
     )
     add(
         E(
-            "core.Shard",
+            "tools.sweeps.Shard",
             task=a("ccmc_lite.markov.runs:sweep_task"),
             settings=a({}),
             runs=a(({},)),
@@ -609,28 +619,47 @@ def build_table() -> list[Entry]:
             seed=a(0, "seed"),
         )
     )
-    add(E("core.SweepResult", a(sweep), a({}), a({}), a(0.0)))
-    add(E("core.run_shard", a("skip", "obj", "shard"), label="bad only"))
-    add(E("core.run_sweep", a("skip", "obj", "sweep"), label="bad only"))
+    add(E("tools.sweeps.SweepResult", a(sweep), a({}), a({}), a(0.0)))
+    add(E("tools.sweeps.run_shard", a("skip", "obj", "shard"), label="bad only"))
+    add(E("tools.sweeps.run_sweep", a("skip", "obj", "sweep"), label="bad only"))
     add(E("core.StoredRun", a("n"), a(sweep), a({}), a({}), a({})))
     add(E("core.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
     add(E("core.load_stored", a("p2_fig4_paper", "obj", "name"), gpu=a(True, "bool")))
     add(
         E(
-            "core.save_stored",
+            "tools.stored.save_stored",
             a("skip", "obj", "result"),
             a("/nonexistent"),
             command=a("c"),
             label="bad only",
         )
     )
+    add(E("tools.sweeps.shards", a(sweep), a(1, "int", "shard_size", huge=False, none_ok=True)))
+    add(
+        E(
+            "core.check_task_args",
+            a({}, "obj", "settings"),
+            a([{}], "obj", "runs"),
+            a(0, "count", "first_run", huge=False),
+        )
+    )
+    add(E("core.resolve_task", a("ccmc_lite.markov.runs:sweep_task", "obj", "task")))
+    add(E("tools.stored.machine_description"))
+    add(E("tools.stored.package_version"))
+    add(E("tools.stored.cpu_field", a("model name", "fixed")))  # absent fields: None
+    add(E("tools.allocator.shell_exports"))
+    # installing the replay cache and undoing it (the pair leaves the package as it ships)
+    add(E("tools.replay.uninstall"))
+    add(E("tools.replay.install"))
+    add(E("tools.replay.load_ipython_extension", a(None, "fixed")))  # the shell: unused
+    add(E("tools.replay.uninstall"))
     add(E("core.stored_names", gpu=a(False, "bool")))
     add(E("core.gpu_timings"))
     add(E("core.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64), a({})))
     add(E("core.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"), label="bad only"))
     add(
         E(
-            "core.save_snapshot",
+            "tools.snapshots.save_snapshot",
             a("part9/01_x"),
             a({"a": 1.0}, "obj", "values"),
             code_sha256=a("0" * 64),
@@ -1744,19 +1773,25 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("ngram.unmatched_mass", a(batch, "obj", "batch"), a(2, "int", "k")))
-    add(E("core.makespan", a([3.0, 2.0, 1.0], "obj", "shard_seconds"), a(2, "int", "workers")))
-    work = core.Work(matmul_flops=2e3, elementwise_flops=1e3, bytes=8e3, ops=12)
-    add(E("core.count_work", a(lambda: torch.ones(3).exp(), "callable", "fn")))
-    # every object has an answer (a digest, or None when it cannot be identified by value)
-    add(E("core.fingerprint", a((1, torch.ones(2), "x"), "fixed")))
-    add(E("core.replayable", a(lambda x: x, "callable", "fn")))
-    add(E("core.roofline_seconds", a(work, "obj", "work"), a(core.H100_SXM, "obj", "hardware"),
-          runs=a(4, "int")))  # fmt: skip
-    add(E("core.roofline_terms", a(work, "obj", "work"), a(core.H100_SXM, "obj", "hardware"),
-          runs=a(4, "int")))  # fmt: skip
     add(
         E(
-            "core.Work",
+            "tools.sweeps.makespan",
+            a([3.0, 2.0, 1.0], "obj", "shard_seconds"),
+            a(2, "int", "workers"),
+        )
+    )
+    work = costs.Work(matmul_flops=2e3, elementwise_flops=1e3, bytes=8e3, ops=12)
+    add(E("tools.costs.count_work", a(lambda: torch.ones(3).exp(), "callable", "fn")))
+    # every object has an answer (a digest, or None when it cannot be identified by value)
+    add(E("tools.replay.fingerprint", a((1, torch.ones(2), "x"), "fixed")))
+    add(E("tools.replay.replayable", a(lambda x: x, "callable", "fn")))
+    hardware = a(costs.H100_SXM, "obj", "hardware")
+    add(E("tools.costs.roofline_seconds", a(work, "obj", "work"), hardware, runs=a(4, "int")))
+    hardware = a(costs.H100_SXM, "obj", "hardware")
+    add(E("tools.costs.roofline_terms", a(work, "obj", "work"), hardware, runs=a(4, "int")))
+    add(
+        E(
+            "tools.costs.Work",
             a(2e3, "nonneg", "matmul_flops"),
             a(1e3, "nonneg", "elementwise_flops"),
             a(8e3, "nonneg", "bytes"),
@@ -1765,7 +1800,7 @@ def build_table() -> list[Entry]:
     )
     add(
         E(
-            "core.Hardware",
+            "tools.costs.Hardware",
             a("a machine", "fixed"),
             a(1e12, "pos", "flops_per_s"),
             a(1e11, "pos", "bytes_per_s"),

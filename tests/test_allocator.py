@@ -1,4 +1,4 @@
-"""glibc's allocator settings for batched training (ccmc_lite.core.allocator).
+"""glibc's allocator settings for batched training (tools/allocator.py).
 
 The settings act on the whole process and only once, so each behaviour is checked in a fresh
 Python process that loads the module on its own (it imports only the standard library) and
@@ -15,16 +15,15 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-import ccmc_lite
 from book_tools import ROOT
-from ccmc_lite.core import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT_ENV, allocator, training
+from tools import allocator
+from tools.allocator import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT_ENV
 
 GLIBC = sys.platform.startswith("linux") and allocator._glibc() is not None
 needs_glibc = pytest.mark.skipif(not GLIBC, reason="needs Linux with glibc")
 
-MODULE = str(ROOT / "ccmc_lite" / "core" / "allocator.py")
+MODULE = str(ROOT / "tools" / "allocator.py")
 PROBE = f"""
 import ctypes, importlib.util, json
 spec = importlib.util.spec_from_file_location("alloc", {MODULE!r})
@@ -114,26 +113,35 @@ def test_a_bad_choice_is_refused_and_other_systems_are_left_alone(monkeypatch):
     assert allocator._applied == {}  # decided once per process
 
 
-def _train_tiny() -> None:
-    """Two steps of two tiny linear models through ``train_runs``."""
-    training.train_runs(
-        lambda: torch.nn.Linear(2, 1),
-        lambda m, x: m(x).pow(2).mean(),
-        lambda step, runs, g: torch.randn(len(runs), 4, 2, generator=g),
-        n_runs=2,
-        config=ccmc_lite.TrainConfig(steps=2, lr=1e-2),
-        seed=0,
-        progress=False,
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="dev.py exports on Linux")
+def test_dev_py_gives_every_process_it_starts_the_settings():
+    """dev.py's commands export them (a process they start inherits them); a value the
+    caller set is kept."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    script = (
+        "import dev, json, os; dev.export_allocator_env(); "
+        "print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('MALLOC_')}))"
     )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**clean, "MALLOC_TOP_PAD_": "4096"},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == {**ALLOCATOR_ENV, "MALLOC_TOP_PAD_": "4096"}
 
 
-def test_train_runs_tunes_the_allocator_before_it_trains(monkeypatch):
-    calls: list[int] = []
-    monkeypatch.setattr(training, "tune_allocator", lambda: calls.append(1) or {})
-    _train_tiny()
-    assert calls == [1]
-    monkeypatch.setenv(ALLOCATOR_OPT_OUT_ENV, "fast")
-    monkeypatch.setattr(training, "tune_allocator", allocator.tune_allocator)
-    monkeypatch.setattr(allocator, "_applied", None)
-    with pytest.raises(ValueError, match="CCMC_ALLOCATOR"):
-        _train_tiny()
+def test_binders_start_script_exports_the_settings():
+    """repo2docker runs ``start`` before JupyterLab: every kernel inherits the settings."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run(
+        ["bash", str(ROOT / "start"), "env"],
+        env=clean,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    exported = dict(line.split("=", 1) for line in out.splitlines() if line.startswith("MALLOC_"))
+    assert exported == ALLOCATOR_ENV

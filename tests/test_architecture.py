@@ -104,3 +104,53 @@ def test_parts_are_reachable_from_the_top_level():
         assert getattr(ccmc_lite, sub).__name__ == f"ccmc_lite.{sub}"
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         ccmc_lite.nope  # noqa: B018
+
+
+#: Top-level modules of the repository that are not the runtime package: tooling, tests,
+#: benchmarks and the book's build. Readers have only ``pip install``-ed ccmc_lite.
+NOT_RUNTIME = {"tools", "benchmarks", "tests", "dev", "book_tools", "booktools", "fuzzkit"}
+#: Pages of the evidence layer: they measure the book with the repository's tools.
+EVIDENCE_PAGES = ("book/running.md", "book/reproduction/")
+
+
+def _top_level_imports(source: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+    return found
+
+
+def test_the_package_never_imports_the_tooling():
+    for module in sorted(PACKAGE.rglob("*.py")):
+        wrong = _top_level_imports(module.read_text(encoding="utf-8")) & NOT_RUNTIME
+        assert not wrong, f"{module.relative_to(ROOT)} imports {sorted(wrong)}"
+
+
+def test_chapters_import_only_the_package_and_its_dependencies():
+    """Every code cell of a teaching page (hidden ones too: they run in Colab) imports
+    nothing of the repository but ccmc_lite; only evidence pages may import tools/."""
+    import jupytext
+
+    from book_tools import chapter_notebooks, rel
+
+    checked = 0
+    for page in chapter_notebooks():
+        if rel(page).startswith(EVIDENCE_PAGES):
+            continue
+        for cell in jupytext.read(page).cells:
+            if cell.cell_type == "code":
+                source = "\n".join(
+                    line for line in cell.source.splitlines() if not line.startswith(("%", "!"))
+                )
+                wrong = _top_level_imports(source) & NOT_RUNTIME
+                assert not wrong, f"{rel(page)} imports {sorted(wrong)}:\n{cell.source[:300]}"
+                checked += 1
+    assert checked > 300  # every teaching page was read
+
+
+def test_the_import_check_sees_the_tooling():
+    assert _top_level_imports("from tools import costs\nimport tools.sweeps as s\n") == {"tools"}
+    assert _top_level_imports("from . import tools") == set()  # a relative import is not it

@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -172,8 +173,12 @@ def _wait_for_kernel(base: str, path: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     sessions = []
     while time.monotonic() < deadline:
-        with urllib.request.urlopen(f"{base}/api/sessions?token={TOKEN}", timeout=5) as r:
-            sessions = json.load(r)
+        try:
+            with urllib.request.urlopen(f"{base}/api/sessions?token={TOKEN}", timeout=5) as r:
+                sessions = json.load(r)
+        except (TimeoutError, urllib.error.URLError):  # a busy server answers late: ask again
+            time.sleep(0.5)
+            continue
         if any(
             s.get("path") == path and s.get("kernel", {}).get("execution_state") == "idle"
             for s in sessions

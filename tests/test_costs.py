@@ -1,4 +1,4 @@
-"""ccmc_lite.core.costs: the work counter and the roofline bound."""
+"""tools/costs.py: the work counter and the roofline bound."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ccmc_lite.core import (
+from tools.costs import (
     H100_SXM,
     Hardware,
     Work,

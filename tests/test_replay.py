@@ -1,4 +1,4 @@
-"""The result cache (``ccmc_lite.core.replay``): a replay is the real call, bit for bit."""
+"""The result cache (``tools/replay.py``): a replay is the real call, bit for bit."""
 
 from __future__ import annotations
 
@@ -11,13 +11,23 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ccmc_lite import TrainConfig, ccmc, core, markov, ngram, train_runs
-from ccmc_lite.core.replay import RESULT_CACHE_ENV, fingerprint, replayable
+import ccmc_lite
+from ccmc_lite import TrainConfig, ccmc, core, markov, ngram
+from tools import replay
+from tools.replay import RESULT_CACHE_ENV, fingerprint, replayable
+
+
+@pytest.fixture(autouse=True, scope="module")
+def installed():
+    """The package's long computations replay here, as in the test session's kernels."""
+    bound = replay.install()
+    yield bound
+    replay.uninstall()
 
 
 def _train(T: int = 8, steps: int = 6):
     task = ngram.NGramTask(S=3, n=2, T=T, alpha=0.5)
-    return train_runs(
+    return ccmc_lite.train_runs(  # looked up at call time: the installed wrapper
         lambda: ngram.SimplifiedTransformer(3, T, 1),
         ngram.make_loss_fn(eps=1e-8),
         ngram.NGramStream(task, 8),
@@ -246,3 +256,26 @@ def test_a_store_that_fails_leaves_the_result_and_no_partial_file(tmp_path, monk
     monkeypatch.setattr(torch, "save", refuse)
     assert replayable(lambda x: x + 1)(1) == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_install_binds_the_wrapper_wherever_the_function_is_reachable(installed):
+    import ccmc_lite.markov.runs
+
+    for where in ("ccmc_lite.train_runs", "ccmc_lite.core.train_runs",
+                  "ccmc_lite.core.training.train_runs", "ccmc_lite.ccmc.sample_trajectories",
+                  "ccmc_lite.ccmc.mle.fit_newton"):  # fmt: skip
+        assert where in installed
+    assert ccmc_lite.markov.runs.train_runs is ccmc_lite.train_runs  # one wrapper for all
+    assert ccmc_lite.train_runs.__wrapped__.__module__ == "ccmc_lite.core.training"
+    assert replay.install() == []  # a second call changes nothing
+
+
+def test_uninstall_restores_the_package_as_it_ships():
+    wrapper = ccmc_lite.train_runs
+    try:
+        restored = replay.uninstall()
+        assert "ccmc_lite.train_runs" in restored
+        assert ccmc_lite.train_runs is wrapper.__wrapped__
+        assert not hasattr(ccmc_lite.train_runs, "__replays__")
+    finally:
+        replay.install()

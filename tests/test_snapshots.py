@@ -1,6 +1,6 @@
 """Chapters run at the paper profile: the glue registry, the snapshot files, their freshness.
 
-``python3 dev.py paper-chapters`` (``benchmarks/paper_chapters.py``) executes the chapters it
+``python3 dev.py paper-chapters`` (``tools/paper_chapters.py``) executes the chapters it
 lists at the ``paper`` profile and stores what they glue. Here: the registry keeps exactly the
 glued numbers and strings; a snapshot round-trips and compares as documented; every listed
 chapter has a snapshot with full provenance, taken from the chapter's current code, and shows
@@ -9,7 +9,6 @@ it in a ``paper-snapshot`` cell.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -19,13 +18,15 @@ import pytest
 import torch
 
 from ccmc_lite import glue
-from ccmc_lite.core import ChapterSnapshot, glued_values, load_snapshot, save_snapshot
+from ccmc_lite.core import ChapterSnapshot, glued_values, load_snapshot
 from ccmc_lite.core.snapshots import snapshot_names
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import booktools  # noqa: E402
 import chapter_code  # noqa: E402
+
+from tools.snapshots import save_snapshot  # noqa: E402
 
 PROVENANCE = {
     "profile",
@@ -40,11 +41,9 @@ PROVENANCE = {
 
 
 def _script():
-    path = ROOT / "benchmarks" / "paper_chapters.py"
-    spec = importlib.util.spec_from_file_location("paper_chapters", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from tools import paper_chapters
+
+    return paper_chapters
 
 
 # --- the glue registry -------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Runs stored at the papers' settings: provenance, settings, and a re-run of a prefix.
 
-``python3 dev.py paper-runs`` (``benchmarks/paper_runs.py``) writes the files in
+``python3 dev.py paper-runs`` (``tools/paper_runs.py``) writes the files in
 ``ccmc_lite/data/paper_runs/``. Here every stored file must carry its full provenance and
 exactly the settings, runs, seed and task that the script declares for it, and the first
 training steps of one stored run are trained again and compared with the stored losses:
@@ -10,9 +10,7 @@ float32 kernels) within a relative ``1e-5``, with a warning.
 
 from __future__ import annotations
 
-import importlib.util
 import platform
-import sys
 import warnings
 from pathlib import Path
 
@@ -21,16 +19,11 @@ import pytest
 import torch
 
 from ccmc_lite import ngram, plotting
-from ccmc_lite.core import (
-    PROVENANCE_KEYS,
-    Sweep,
-    gpu_timings,
-    load_stored,
-    run_sweep,
-    stored_names,
-)
-from ccmc_lite.core.stored import machine_description
+from ccmc_lite.core import PROVENANCE_KEYS, Sweep, gpu_timings, load_stored, stored_names
 from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
+from tools import paper_runs
+from tools.stored import machine_description
+from tools.sweeps import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "ccmc_lite.ngram.runs:sweep_task"
@@ -39,17 +32,9 @@ TINY = dict(S=3, n=3, T=8, alpha=0.5, heads=2, steps=8, lr=0.01, batch=4, test_s
 PREFIX = 20  # training steps re-run from the stored file
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("paper_runs", ROOT / "benchmarks/paper_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("paper_runs", module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def declared():
-    return _script().EXPERIMENTS
+    return paper_runs.EXPERIMENTS
 
 
 # --- the Part III sweep task -----------------------------------------------------------

@@ -87,3 +87,8 @@ def test_student_notebook_runs_in_the_readers_environment(chapter: Path, student
     for report in reports:
         assert "❌" in report, f"{chapter.name}: an unsolved exercise did not fail: {report!r}"
     assert any("not implemented yet" in r for r in reports), reports
+    if "train_runs(" in chapter.read_text(encoding="utf-8"):
+        # the kernel's replay cache (tools/replay.py, installed by the kernel's configuration)
+        # served its chapter's training: the student notebook did not train again
+        replayed = executed.stream_text("stdout")
+        assert "(replayed from the result cache:" in replayed, f"{chapter.name} trained again"

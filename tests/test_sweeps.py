@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from ccmc_lite.core import Sweep, SweepResult, load_stored, run_shard, run_sweep, save_stored
+from ccmc_lite.core import Sweep, load_stored
+from tools.stored import save_stored
+from tools.sweeps import SweepResult, makespan, run_shard, run_sweep, shards
 
 TASK = "ccmc_lite.markov.runs:sweep_task"
 SETTINGS = dict(K=2, d=2, N=6, batch=3, steps=4, lr=1e-2, tied=True, eval_every=2, n_test=4)
@@ -74,8 +76,8 @@ def test_a_sweep_over_the_fig4_grid_accepts_independent_cells():
 
 def test_shards_keep_each_runs_initialisation():
     """The first training loss of a run depends on its shard's data, its init does not."""
-    one = _sweep().shards()[0]
-    split = _sweep().shards(2)
+    one = shards(_sweep())[0]
+    split = shards(_sweep(), 2)
     assert [s.first_run for s in split] == [0, 2, 4] and one.first_run == 0
     assert sum(s.n_runs for s in split) == one.n_runs == 5
     # first_run reaches train_runs: run 2 of the sweep is run 0 of shard 1
@@ -147,14 +149,12 @@ def test_bad_calls_are_rejected():
     with pytest.raises(TypeError, match="executor must have a submit"):
         run_sweep(_sweep(), executor=object())
     with pytest.raises(ValueError, match="shard_size must be >= 1"):
-        _sweep().shards(0)
+        shards(_sweep(), 0)
     with pytest.raises(TypeError, match="shard must be a Shard"):
         run_shard({"task": TASK})
 
 
 def test_makespan_spreads_shards_longest_first():
-    from ccmc_lite.core import makespan
-
     assert makespan([5.0, 3.0, 3.0, 2.0, 2.0, 2.0], 2) == 9.0  # {5, 2, 2} and {3, 3, 2}
     assert makespan([4.0, 1.0], 1) == 5.0
     assert makespan([4.0, 1.0], 8) == 4.0  # more workers than shards: the longest shard

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..core.replay import replayable
 from ..core.seeding import derive_seed, numpy_rng, torch_generator
 from ..core.validation import (
     DEFAULT_LIMITS,
@@ -557,7 +556,6 @@ class Trajectories:
         return self.counts / self.counts.sum(-1, keepdim=True)
 
 
-@replayable
 def sample_trajectories(
     P: Any,
     prompt: Any,

@@ -41,7 +41,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core.replay import replayable
 from ..core.training import TrainConfig, TrainResult, train_runs
 from ..core.validation import (
     as_tensor,
@@ -627,7 +626,6 @@ def fit_gd(
     return _fit_result("gd", W, _logits(W, E), E, data, tol, iters, loss_hist, grad_hist, start)
 
 
-@replayable
 def fit_newton(
     data: PromptData,
     E: Any,

@@ -5,11 +5,8 @@ Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 (CPU by default, CUDA when present), :mod:`~ccmc_lite.core.profiles` (the ``book``/``paper``
 switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for all parts),
 :mod:`~ccmc_lite.core.training` (R independent runs as one batched program),
-:mod:`~ccmc_lite.core.allocator` (glibc's allocator settings for batched training),
-:mod:`~ccmc_lite.core.replay` (an opt-in result cache that replays a training call),
-:mod:`~ccmc_lite.core.sweeps` (sweeps as shards for any executor, Dask included),
-:mod:`~ccmc_lite.core.costs` (the work of a step and its roofline lower bound),
-:mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package),
+:mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package, and the
+sweeps that made them),
 :mod:`~ccmc_lite.core.snapshots` (chapters run at the paper profile: the numbers they quote),
 :mod:`~ccmc_lite.core.progress` (a text progress bar), :mod:`~ccmc_lite.core.plotting`
 (one figure style), :mod:`~ccmc_lite.core.checking` (the exercise-checker engine) and
@@ -25,11 +22,7 @@ from . import (
     devices,
     profiles,
     chains,
-    replay,
-    allocator,
     training,
-    sweeps,
-    costs,
     stored,
     snapshots,
     progress,
@@ -42,11 +35,7 @@ from .seeding import *  # noqa: F403
 from .devices import *  # noqa: F403
 from .profiles import *  # noqa: F403
 from .chains import *  # noqa: F403
-from .replay import *  # noqa: F403
-from .allocator import *  # noqa: F403
 from .training import *  # noqa: F403
-from .sweeps import *  # noqa: F403
-from .costs import *  # noqa: F403
 from .stored import *  # noqa: F403
 from .snapshots import *  # noqa: F403
 from .progress import *  # noqa: F403
@@ -60,11 +49,7 @@ __all__ = [
     *devices.__all__,
     *profiles.__all__,
     *chains.__all__,
-    *replay.__all__,
-    *allocator.__all__,
     *training.__all__,
-    *sweeps.__all__,
-    *costs.__all__,
     *stored.__all__,
     *snapshots.__all__,
     *progress.__all__,

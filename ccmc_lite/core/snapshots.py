@@ -2,7 +2,8 @@
 
 Chapters whose ``paper`` profile is a longer or larger version of the book-profile computation
 (more samples, longer trajectories, more sizes), rather than one big training sweep, are
-executed once at the ``paper`` profile with ``python3 dev.py paper-chapters``. What is kept is
+executed once at the ``paper`` profile with ``python3 dev.py paper-chapters`` (the
+repository's ``tools/snapshots.py`` writes them). What is kept is
 every number and string the chapter glues into its prose (:func:`~ccmc_lite.core.glued_values`),
 with the provenance of the run (package and torch versions, date, machine, wall time, the
 command) and the SHA-256 of the chapter's code, in ``ccmc_lite/data/paper_chapters/``.
@@ -20,8 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -29,14 +28,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from .stored import json_stems, machine_description, package_version
+from .stored import json_stems
 from .validation import check_choice, check_float, check_instance
 
-__all__ = ["ChapterSnapshot", "Claims", "load_snapshot", "save_snapshot", "snapshot_names"]
+__all__ = ["SNAPSHOT_FOLDER", "ChapterSnapshot", "Claims", "load_snapshot", "snapshot_names"]
 
-_DATA = "data/paper_chapters"
+#: The package folder of the snapshots (``tools/snapshots.py`` writes them there).
+SNAPSHOT_FOLDER = "data/paper_chapters"
+_DATA = SNAPSHOT_FOLDER
 Scalar = bool | int | float | str
 
 
@@ -169,6 +168,11 @@ class ChapterSnapshot:
                 f"code_sha256 must be a 64-character hex digest; got {self.code_sha256!r}"
             )
         check_instance("provenance", self.provenance, Mapping)
+
+    @property
+    def file_name(self) -> str:
+        """The snapshot's file name in :data:`SNAPSHOT_FOLDER`, e.g. ``part1__02_x.json``."""
+        return f"{_slug(self.chapter)}.json"
 
     def describe(self) -> str:
         """Where, when and how long the snapshot ran, and how to take it again."""
@@ -335,51 +339,6 @@ def _moved(rows: list[tuple[str, Any, Any]], rtol: float, atol: float) -> list[s
 def snapshot_names() -> list[str]:
     """The chapters (``"part1/02_..."``) with a snapshot shipped in the package."""
     return [stem.replace("__", "/") for stem in json_stems(_DATA)]
-
-
-def save_snapshot(
-    chapter: str,
-    values: Mapping[str, Any],
-    *,
-    code_sha256: str,
-    wall_seconds: float,
-    command: str,
-    path: str | os.PathLike[str] | None = None,
-) -> Path:
-    """Write a snapshot of ``chapter`` run at the ``paper`` profile; return the file's path.
-
-    ``path`` defaults to the package's ``data/paper_chapters/`` folder.
-    """
-    stem = _slug(chapter)
-    clean = _check_values(values)
-    if not clean:
-        raise ValueError("values must hold at least one glued value")
-    if not isinstance(code_sha256, str) or len(code_sha256) != 64:
-        raise ValueError(f"code_sha256 must be a 64-character hex digest; got {code_sha256!r}")
-    wall_seconds = check_float("wall_seconds", wall_seconds, minimum=0.0, open_lower=True)
-    if not isinstance(command, str) or not command.strip():
-        raise ValueError("command must say how to regenerate the snapshot (a non-empty string)")
-    if path is None:
-        path = Path(str(resources.files("ccmc_lite").joinpath(_DATA))) / f"{stem}.json"
-    path = Path(path)
-    blob = {
-        "chapter": chapter.removesuffix(".md"),
-        "code_sha256": code_sha256,
-        "provenance": {
-            "profile": "paper",
-            "package_version": package_version(),
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": machine_description(),
-            "wall_seconds": round(wall_seconds, 1),
-            "command": command,
-        },
-        "values": clean,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(blob, indent=1) + "\n", encoding="utf-8")
-    return path
 
 
 def load_snapshot(chapter: str, *, path: str | os.PathLike[str] | None = None) -> ChapterSnapshot:

@@ -1,45 +1,48 @@
 """Results of runs at the papers' settings, stored with the package and their provenance.
 
 Some experiments cost hours at the papers' settings (Makkuva et al. 2024 train 8000 steps
-on sequences of 1024 tokens; Varre et al. 2025 train 2^14 steps). The book runs them once,
-with ``python3 dev.py paper-runs``, and stores what they produce as small JSON files in
-``ccmc_lite/data/paper_runs/``: per-run curves and final numbers, the exact settings and
-seed, the package and torch versions, the date, the machine, the device and the wall time.
-The files ship with the package, so a chapter shows them the same way in the built book,
-in Colab and in a student notebook (:func:`~ccmc_lite.core.load_stored`). A test re-runs a
-short prefix of one stored run and compares it with the stored numbers.
+on sequences of 1024 tokens; Varre et al. 2025 train 2^14 steps). The book runs them once
+(``python3 dev.py paper-runs``, with the repository's ``tools/``) and stores what they
+produce as small JSON files in ``ccmc_lite/data/paper_runs/``: per-run curves and final
+numbers, the exact settings and seed (a :class:`Sweep`), the package and torch versions, the
+date, the machine, the device and the wall time. The files ship with the package, so a
+chapter shows them the same way in the built book, in Colab and in a student notebook
+(:func:`~ccmc_lite.core.load_stored`). A test re-runs a short prefix of each stored run
+and compares it with the stored numbers.
 
-Some of the same sweeps were also run again on one GPU, with the same code and seeds
-(``python3 dev.py gpu-runs``): ``load_stored(name, gpu=True)`` reads those copies
-(``ccmc_lite/data/gpu_runs/``), and :func:`~ccmc_lite.core.gpu_timings` the step times
-measured there.
+Some of the same sweeps were also run again on one GPU, with the same code and seeds:
+``load_stored(name, gpu=True)`` reads those copies (``ccmc_lite/data/gpu_runs/``), and
+:func:`~ccmc_lite.core.gpu_timings` the step times measured there.
 
-Array values are written as JSON numbers (float64 ``repr``, which reads back exactly).
+A sweep's *task* is a function of a part (e.g. :func:`ccmc_lite.markov.sweep_task`) with
+the signature ``task(settings, runs, *, first_run, seed, device) -> dict``: it trains the
+runs ``runs`` (one settings record each) as one batched program, and returns arrays whose
+leading axis is the run and, under ``"shared"``, values common to all runs.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
-import platform
-import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from .sweeps import Sweep, SweepResult
-from .validation import check_bool, check_choice
+from .validation import check_bool, check_choice, check_instance, check_int, check_seed
 
 __all__ = [
     "PROVENANCE_KEYS",
     "StoredRun",
+    "Sweep",
+    "check_task_args",
     "gpu_timings",
     "load_stored",
-    "save_stored",
+    "resolve_task",
     "stored_names",
 ]
 
@@ -58,50 +61,113 @@ PROVENANCE_KEYS = (
 _DATA = "data/paper_runs"
 _GPU_DATA = "data/gpu_runs"
 _GPU_TIMINGS = "data/gpu_timings.json"
+#: Where the stored files live inside the package, for the tools that write them.
+DATA_FOLDERS = {"cpu": _DATA, "gpu": _GPU_DATA, "gpu_timings": _GPU_TIMINGS}
 
 
-def package_version() -> str:
-    from .. import __version__
-
-    return __version__
-
-
-def _cpuinfo(field: str) -> str | None:
-    """The value of ``field`` in ``/proc/cpuinfo`` (first processor), ``None`` where absent."""
+def resolve_task(task: str) -> Callable[..., dict[str, Any]]:
+    """Import ``"package.module:function"``; raise ``ValueError`` when it does not exist."""
+    if not isinstance(task, str):
+        raise TypeError(f"task must be a 'module:function' string; got {type(task).__name__}")
+    module_name, sep, name = task.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"task must look like 'package.module:function'; got {task!r}")
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith(field):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"task module {module_name!r} cannot be imported ({err})") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ValueError(f"task {task!r}: {module_name} has no function {name!r}")
+    return fn
 
 
-def _cpu_model() -> str:
-    """The processor's name (``model name`` of ``/proc/cpuinfo`` on Linux)."""
-    return _cpuinfo("model name") or platform.processor() or "unknown CPU"
+def _json_ready(value: Any, what: str) -> Any:
+    """Check that settings are plain JSON data (they travel to workers and into files)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{what} must be plain JSON data (numbers, strings, lists); {err}"
+        ) from None
 
 
-def machine_description() -> str:
-    """Architecture, processor, cores and OS (and the GPU): where a stored run was made.
+def check_task_args(settings: Any, runs: Any, first_run: Any) -> int:
+    """The checks every sweep task makes of its protocol arguments; returns ``first_run``."""
+    check_instance("settings", settings, Mapping)
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
+    if not runs:
+        raise ValueError("runs must be a non-empty list of per-run records")
+    return check_int("first_run", first_run, minimum=0)
 
-    The processor matters: float32 kernels differ between CPU families (MKL picks other
-    code paths on AMD than on Intel), so results match bit for bit only on the same kind.
-    The processor's name can hide its generation (virtual machines often report only
-    "AMD EPYC"), so the vector instructions torch's own kernels use on it follow in
-    parentheses (``torch.backends.cpu.get_cpu_capability()``, e.g. ``AVX2`` or ``AVX512``):
-    they change both the speed and the rounding of its elementwise kernels.
+
+@dataclass(frozen=True)
+class Sweep:
+    """A sweep stated once: a task, shared settings, one settings record per run, a seed.
+
+    Parameters
+    ----------
+    name : str
+        Names the sweep in files and progress lines.
+    task : str
+        ``"package.module:function"``: a function ``task(settings, runs, *, first_run,
+        seed, device) -> dict`` that trains the runs ``runs`` as one batched program and
+        returns arrays with a leading run axis (and, under ``"shared"``, values common
+        to all runs).
+    settings : dict
+        Settings shared by every run (plain JSON data).
+    runs : list of dict
+        One record per run (e.g. ``{"p": 0.5, "q": 0.8, "tied": True}``), in sweep order.
+    seed : int
+        Base seed: run ``r`` is initialised from ``derive_seed(seed, r, 0)``.
     """
-    cores = os.cpu_count() or 0
-    cpu = _cpu_model()
-    capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "")()
-    if capability:
-        cpu += f" ({capability})"
-    text = f"{platform.machine()}, {cpu}, {cores} cores, {platform.system()}"
-    if torch.cuda.is_available():
-        text += f", {torch.cuda.get_device_name(0)}"
-    return text
+
+    name: str
+    task: str
+    settings: Mapping[str, Any]
+    runs: tuple[Mapping[str, Any], ...]
+    seed: int
+
+    def __init__(
+        self,
+        name: str,
+        task: str,
+        settings: Mapping[str, Any],
+        runs: Sequence[Mapping[str, Any]],
+        seed: int,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty string; got {name!r}")
+        resolve_task(task)
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"settings must be a mapping; got {type(settings).__name__}")
+        if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
+            raise TypeError(f"runs must be a sequence of dicts; got {type(runs).__name__}")
+        if not runs:
+            raise ValueError("runs must hold at least one run")
+        for i, r in enumerate(runs):
+            if not isinstance(r, Mapping):
+                raise TypeError(f"runs[{i}] must be a dict of settings; got {type(r).__name__}")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "task", task)
+        object.__setattr__(self, "settings", _json_ready(dict(settings), "settings"))
+        object.__setattr__(
+            self, "runs", tuple(_json_ready(dict(r), f"runs[{i}]") for i, r in enumerate(runs))
+        )
+        object.__setattr__(self, "seed", check_seed(seed))
+
+    @property
+    def n_runs(self) -> int:
+        return len(self.runs)
+
+    def select(self, **match: Any) -> np.ndarray:
+        """Indices of the runs whose settings equal every ``key=value`` given."""
+        for key in match:
+            if not any(key in r for r in self.runs):
+                raise ValueError(f"no run has the setting {key!r}")
+        hits = [i for i, r in enumerate(self.runs) if all(r.get(k) == v for k, v in match.items())]
+        return np.asarray(hits, dtype=int)
 
 
 @dataclass(frozen=True)
@@ -130,7 +196,7 @@ class StoredRun:
 
     def select(self, **match: Any) -> np.ndarray:
         """Indices of the runs whose settings equal every ``key=value`` given."""
-        return SweepResult(self.sweep, self.arrays, self.shared, 0.0).select(**match)
+        return self.sweep.select(**match)
 
     def describe(self) -> str:
         """What ran (runs, seed, settings), where and when, how long, and how to rerun it."""
@@ -144,67 +210,8 @@ class StoredRun:
         )
 
 
-def _encode(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    out = {}
-    for key, value in arrays.items():
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "biuf":
-            raise TypeError(f"array {key!r} must be numeric; got dtype {arr.dtype}")
-        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-            raise ValueError(f"array {key!r} contains NaN or inf; refusing to store it")
-        out[key] = {"dtype": str(arr.dtype), "shape": list(arr.shape), "data": arr.ravel().tolist()}
-    return out
-
-
 def _decode(blob: dict[str, Any]) -> dict[str, np.ndarray]:
     return {k: np.asarray(v["data"], dtype=v["dtype"]).reshape(v["shape"]) for k, v in blob.items()}
-
-
-def save_stored(result: SweepResult, path: str | os.PathLike[str], *, command: str) -> Path:
-    """Write ``result`` with its provenance to ``path`` (a ``.json`` file); return the path."""
-    if not isinstance(result, SweepResult):
-        raise TypeError(f"result must be a SweepResult; got {type(result).__name__}")
-    if not isinstance(command, str) or not command.strip():
-        raise ValueError("command must say how to regenerate the file (a non-empty string)")
-    path = Path(path)
-    if path.suffix != ".json":
-        raise ValueError(f"path must end in .json; got {path}")
-    blob = {
-        "name": path.stem,
-        "sweep": {
-            "name": result.sweep.name,
-            "task": result.sweep.task,
-            "settings": result.sweep.settings,
-            "runs": list(result.sweep.runs),
-            "seed": result.sweep.seed,
-        },
-        "shared": json.loads(json.dumps(result.shared, default=_plain)),
-        "provenance": {
-            "package_version": package_version(),
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": machine_description(),
-            "device": result.device,
-            "wall_seconds": round(result.seconds, 1),
-            "shard_seconds": [round(s, 1) for s in result.shard_seconds],
-            "shard_runs": list(result.shard_runs),
-            "torch_threads": torch.get_num_threads(),
-            "command": command,
-        },
-        "arrays": _encode(result.arrays),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(blob, separators=(",", ":")) + "\n", encoding="utf-8")
-    return path
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.integer, np.floating)):
-        return value.item()
-    raise TypeError(f"cannot store a value of type {type(value).__name__}")
 
 
 def json_stems(data: str) -> list[str]:

@@ -60,10 +60,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from .allocator import tune_allocator
 from .devices import resolve_device
 from .progress import TextProgress
-from .replay import replayable
 from .seeding import derive_seed
 from .validation import (
     DivergenceError,
@@ -483,7 +481,6 @@ def _leading_dim(batch: Batch) -> int:
     raise TypeError(f"batch_fn must return tensors (or tuples/dicts of them); got {type(batch)}")
 
 
-@replayable
 def train_runs(
     make_model: Callable[[], nn.Module],
     loss_fn: Callable[[ModelCall, Batch], torch.Tensor],
@@ -548,13 +545,6 @@ def train_runs(
         infinite, rises more than ``config.max_loss_rise`` times above its first value, or
         its parameters are non-finite after the last update; the message names the step,
         the run and the setting.
-
-    Notes
-    -----
-    With ``$CCMC_RESULT_CACHE`` set, a call whose inputs were seen before returns the
-    stored result (see :mod:`ccmc_lite.core.replay`). Before training, glibc's allocator
-    is set to keep a step's tensors in the heap (:func:`~ccmc_lite.core.tune_allocator`;
-    ``CCMC_ALLOCATOR=system`` keeps its defaults).
     """
     n_runs = check_size("n_runs", n_runs, limit=10**5)
     first_run = check_int("first_run", first_run, minimum=0)
@@ -579,7 +569,6 @@ def train_runs(
                 f"got {_leading_dim(eval_data)}"
             )
     dev = resolve_device(device)
-    tune_allocator()  # a step's few-MiB tensors stay in the heap (changes no number)
     models = _build_models(make_model, n_runs, seed, dev, first_run)
     template = copy.deepcopy(models[0]).to("cpu")
     runner = _train_batched if batched else _train_looped

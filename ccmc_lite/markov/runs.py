@@ -20,7 +20,7 @@ from matplotlib.axes import Axes
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
-from ..core.sweeps import check_task_args
+from ..core.stored import check_task_args
 from ..core.training import TrainConfig, TrainResult, train_runs
 from ..core.validation import (
     DEFAULT_LIMITS,

@@ -8,8 +8,9 @@ sequences; their Fig. 1 shows the same experiment for a 4-gram.
 :func:`~ccmc_lite.ngram.sweep_task` trains a group of seeds of that experiment as one
 batched program with the same package functions the chapter uses
 (:class:`~ccmc_lite.ngram.SimplifiedTransformer`, :class:`~ccmc_lite.ngram.NGramStream`,
-:func:`~ccmc_lite.ngram.make_loss_fn`, :func:`~ccmc_lite.core.train_runs`), so that
-:class:`ccmc_lite.core.Sweep` can run and :func:`ccmc_lite.core.save_stored` can store it.
+:func:`~ccmc_lite.ngram.make_loss_fn`, :func:`~ccmc_lite.core.train_runs`), so that a
+:class:`ccmc_lite.core.Sweep` can name it as its task and the paper-setting runs
+shipped with the package (:func:`ccmc_lite.core.load_stored`) can be trained again.
 :func:`~ccmc_lite.ngram.attention_only_task` does the same for the general attention-only
 transformer of App. I.1 (Fig. 4) and :func:`~ccmc_lite.ngram.plateau_task` for the book's
 ``(T, α)`` plateau-length sweep, in which every run has its own length and prior.
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
-from ..core.sweeps import check_task_args
+from ..core.stored import check_task_args
 from ..core.training import TrainConfig, train_runs
 from ..core.validation import (
     as_tensor,

@@ -9,11 +9,11 @@ Patterson 2009, extended by a per-operation cost):
 * the number of operations against the fixed cost of starting one (on a GPU, eager
   PyTorch's dispatch and kernel launch: microseconds per operation however small it is).
 
-:func:`~ccmc_lite.core.count_work` runs a step once under two ``TorchDispatchMode``
-counters and returns a :class:`~ccmc_lite.core.Work`;
-:func:`~ccmc_lite.core.roofline_seconds` turns it into the time below which ``runs`` copies
+:func:`count_work` runs a step once under two ``TorchDispatchMode``
+counters and returns a :class:`Work`;
+:func:`roofline_seconds` turns it into the time below which ``runs`` copies
 of the step, batched into one program of the same operations, cannot run on a
-:class:`~ccmc_lite.core.Hardware`. The benchmarks use the same counter for this machine's
+:class:`Hardware`. The benchmarks use the same counter for this machine's
 limit (``benchmarks/bench_limits.py``); the running page uses it to estimate the papers'
 sweeps on one GPU, where no GPU was available to measure them.
 """
@@ -29,7 +29,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-from .validation import check_callable, check_float, check_instance, check_int, check_size
+from ccmc_lite.core.validation import (
+    check_callable,
+    check_float,
+    check_instance,
+    check_int,
+    check_size,
+)
 
 __all__ = ["H100_SXM", "Hardware", "Work", "count_work", "roofline_seconds", "roofline_terms"]
 
@@ -162,7 +168,7 @@ def roofline_terms(work: Work, hardware: Hardware, runs: int = 1) -> dict[str, f
     ``{"arithmetic": runs * flops / flops_per_s, "memory traffic": runs * bytes /
     bytes_per_s, "launches": ops * seconds_per_op}``: batching multiplies the arithmetic and
     the traffic by ``runs`` but keeps the number of operations. The largest term is what
-    bounds the step (:func:`~ccmc_lite.core.roofline_seconds`).
+    bounds the step (:func:`roofline_seconds`).
     """
     check_instance("work", work, Work)
     check_instance("hardware", hardware, Hardware)
@@ -177,7 +183,7 @@ def roofline_terms(work: Work, hardware: Hardware, runs: int = 1) -> dict[str, f
 def roofline_seconds(work: Work, hardware: Hardware, runs: int = 1) -> float:
     """Seconds below which ``runs`` copies of ``work``, batched into one program, cannot run.
 
-    The largest of :func:`~ccmc_lite.core.roofline_terms`. It is a lower bound: a real
+    The largest of :func:`roofline_terms`. It is a lower bound: a real
     implementation also waits on memory latency, small-kernel inefficiency and
     synchronisation.
     """

@@ -8,24 +8,23 @@ than the *trim threshold* is free. Both thresholds adapt to the blocks it sees, 
 training step's mixture of sizes the memory keeps going back: that Part II sweep takes
 over a thousand page faults (first touches of newly mapped pages) per step with glibc's
 defaults and almost none with the settings below (``benchmarks/bench_part2.py`` measures
-both). :func:`~ccmc_lite.core.tune_allocator` fixes the three
+both). :func:`tune_allocator` fixes the three
 parameters with ``mallopt(3)`` so that such blocks stay in the heap and the heap stays large:
 blocks up to 32 MiB (the largest mmap threshold glibc accepts on 64-bit) come from the
 heap, and up to 512 MiB of free heap is kept. This changes no number a computation gives,
 only how fast it gets them, at the cost of keeping up to that much freed memory
 in the process.
 
-:func:`~ccmc_lite.core.train_runs` calls it before it trains, so a chapter opened in
-Binder or Colab, or run in any Jupyter, gets the same speed as the book's own build. The
-book's ``dev.py`` passes the same values (:data:`~ccmc_lite.core.ALLOCATOR_ENV`) as
-environment variables to every process it starts, so that they apply from a process's first
-allocation; a parameter set in the environment (``MALLOC_*_`` or ``GLIBC_TUNABLES``) is
-never overridden. ``CCMC_ALLOCATOR=system`` keeps glibc's own behaviour. Outside Linux with
-glibc this does nothing. The benchmarks measure glibc's defaults against these settings
-in fresh processes.
+The book's ``dev.py`` passes these values (:data:`ALLOCATOR_ENV`) as environment
+variables to every process it starts (tests, notebook kernels, the build, the benchmarks and
+the stored-run writers), so that they apply from a process's first allocation; a parameter
+set in the environment (``MALLOC_*_`` or ``GLIBC_TUNABLES``) is never overridden.
+:func:`tune_allocator` applies them to a running process; ``CCMC_ALLOCATOR=system`` keeps
+glibc's own behaviour. Outside Linux with glibc this does nothing. The benchmarks measure
+glibc's defaults against these settings in fresh processes.
 
 This module imports only the standard library, so that ``dev.py`` can read
-:data:`~ccmc_lite.core.ALLOCATOR_ENV` from it before any environment exists.
+:data:`ALLOCATOR_ENV` from it before any environment exists.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ import ctypes
 import os
 import sys
 
-__all__ = ["ALLOCATOR_ENV", "ALLOCATOR_OPT_OUT_ENV", "tune_allocator"]
+__all__ = ["ALLOCATOR_ENV", "ALLOCATOR_OPT_OUT_ENV", "shell_exports", "tune_allocator"]
 
 #: The settings, as the environment variables glibc reads at start-up (bytes).
 ALLOCATOR_ENV: dict[str, str] = {
@@ -78,7 +77,7 @@ def _set_in_environment(name: str, tunable: str) -> bool:
 def tune_allocator() -> dict[str, int]:
     """Fix glibc's mmap threshold, trim threshold and top pad for batched training.
 
-    Applies :data:`~ccmc_lite.core.ALLOCATOR_ENV` with ``mallopt(3)`` to the running process,
+    Applies :data:`ALLOCATOR_ENV` with ``mallopt(3)`` to the running process,
     except the parameters already set in its environment (``MALLOC_MMAP_THRESHOLD_`` and the others,
     or ``GLIBC_TUNABLES``), and returns the parameters it set, in bytes. Only the first call
     of a process acts; later calls return the same dict. Returns ``{}`` outside Linux with
@@ -109,3 +108,19 @@ def tune_allocator() -> dict[str, int]:
                 applied[name] = value
     _applied = applied
     return dict(applied)
+
+
+def shell_exports() -> str:
+    """``export NAME=value`` lines for :data:`ALLOCATOR_ENV` (keeping values already set).
+
+    ``eval "$(python3 tools/allocator.py)"`` gives a shell, and every process it starts
+    (Jupyter and its kernels), the settings from its first allocation; Binder's ``start``
+    script does this.
+    """
+    return "\n".join(
+        f'export {name}="${{{name}:-{value}}}"' for name, value in ALLOCATOR_ENV.items()
+    )
+
+
+if __name__ == "__main__":
+    print(shell_exports())

@@ -9,7 +9,7 @@ Each experiment is a :class:`ccmc_lite.core.Sweep` at the paper's settings; it i
 in this process (one batched program per shard, one torch thread), or with ``--workers N``
 in a pool of N processes (``concurrent.futures``, spawn; sharding never changes a run), and
 written with
-:func:`ccmc_lite.core.save_stored` to ``ccmc_lite/data/paper_runs/NAME.json`` with its
+:func:`tools.stored.save_stored` to ``ccmc_lite/data/paper_runs/NAME.json`` with its
 provenance (package and torch versions, date, machine, device, wall time, this command).
 The chapters read the files with :func:`ccmc_lite.core.load_stored`;
 ``tests/test_stored_runs.py`` checks that every stored file's settings equal the ones
@@ -29,8 +29,11 @@ from pathlib import Path
 
 import torch
 
-from ccmc_lite.core import Sweep, run_sweep, save_stored
+from ccmc_lite.core import Sweep
 from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
+
+from .stored import save_stored
+from .sweeps import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "ccmc_lite" / "data" / "paper_runs"

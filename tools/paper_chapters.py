@@ -8,7 +8,7 @@ A chapter listed here is executed once with ``CCMC_PROFILE=paper`` (in a fresh k
 reader's notebook; the cells tagged ``paper-snapshot``, which compare the page with the
 snapshot, are left out). Everything it glues is written with its provenance and the SHA-256
 of the chapter's code to ``ccmc_lite/data/paper_chapters/`` by
-:func:`ccmc_lite.core.save_snapshot`, and the wall time to ``benchmarks/results.json``
+:func:`tools.snapshots.save_snapshot`, and the wall time to ``benchmarks/results.json``
 (``chapter_paper_s[...]``). The chapter's last section loads the snapshot and shows both
 profiles side by side; ``tests/test_snapshots.py`` fails when a chapter's code has changed
 since its snapshot was taken.
@@ -28,14 +28,14 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import booktools  # noqa: E402
 
-from ccmc_lite.core import save_snapshot  # noqa: E402
+from tools.snapshots import save_snapshot  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results.json"
 MARK = "@@ccmc-snapshot@@"
 
 #: Chapters with a paper profile (``by_profile``) that runs in minutes here, stored as a
 #: snapshot; the training sweeps of Parts II and III are stored runs instead
-#: (benchmarks/paper_runs.py). Chapters without ``by_profile`` run the same in both profiles.
+#: (tools/paper_runs.py). Chapters without ``by_profile`` run the same in both profiles.
 CHAPTERS = (
     "part1/02_learning_by_prompting",
     "part1/03_trajectory_collapse",

@@ -1,15 +1,17 @@
-"""Replay a training call from a result cache instead of running it again (opt-in).
+"""Replay a computation from a result cache instead of running it again (opt-in).
 
-Set the environment variable ``CCMC_RESULT_CACHE`` to a folder and every call of
-:func:`~ccmc_lite.core.train_runs` (so every trainer of the book) whose inputs were seen
-before in that folder returns the stored result instead of training again; so do Part I's
-long computations that train nothing, :func:`~ccmc_lite.ccmc.sample_trajectories` and
-:func:`~ccmc_lite.ccmc.fit_newton`. Readers use it to re-run a chapter in seconds; the
-book's tests use it so that a student notebook (the chapter less its solutions) replays
-what its chapter computed a minute earlier with exactly the same inputs. Unset (the
-default), nothing is read or written.
+A test session executes every chapter and then every student notebook (the chapter less
+its solutions); a class runs the same chapters many times on one server. Both spend their
+time on the same training calls with the same inputs. :func:`install` wraps the package's
+long computations — :func:`ccmc_lite.train_runs` (so every trainer of the book) and Part I's
+:func:`ccmc_lite.ccmc.sample_trajectories` and :func:`ccmc_lite.ccmc.fit_newton` (see
+:data:`REPLAYED`) — so that, with the environment variable ``CCMC_RESULT_CACHE`` naming a
+folder, a call whose inputs were seen before in that folder returns the stored result. The
+package itself knows nothing of this: the test harness installs it in its notebook kernels
+through an IPython extension (``%load_ext tools.replay``, or ``c.InteractiveShellApp.
+extensions = ["tools.replay"]`` in a kernel's configuration; see the instructors' page).
 
-**What "the same inputs" means.** A call is identified by :func:`~ccmc_lite.core.fingerprint` of
+**What "the same inputs" means.** A call is identified by :func:`fingerprint` of
 
 * every argument, by value: numbers, strings, tensors and arrays (dtype, shape and bytes),
   containers, dataclasses, the package's own objects and models (their type and
@@ -20,7 +22,7 @@ default), nothing is read or written.
 * the package's source files, the versions of Python, torch and NumPy, the CPU, torch's
   thread count and default dtype;
 * the global random states of ``random``, NumPy and torch, if the call changed them (a
-  replay then leaves them as the real call did; see :func:`~ccmc_lite.core.replayable`).
+  replay then leaves them as the real call did; see :func:`replayable`).
 
 Anything the fingerprint cannot identify (an object of a class defined outside the
 package, torch or NumPy, a generator, an open file) makes the call run normally and store
@@ -35,6 +37,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import importlib
 import os
 import platform
 import random
@@ -47,9 +50,20 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from .validation import check_callable
+import ccmc_lite
+from ccmc_lite.core.validation import check_callable
 
-__all__ = ["RESULT_CACHE_ENV", "fingerprint", "replayable"]
+from .stored import machine_description
+
+__all__ = [
+    "REPLAYED",
+    "RESULT_CACHE_ENV",
+    "fingerprint",
+    "install",
+    "load_ipython_extension",
+    "replayable",
+    "uninstall",
+]
 
 #: The environment variable naming the result cache's folder (unset: no cache).
 RESULT_CACHE_ENV = "CCMC_RESULT_CACHE"
@@ -226,11 +240,9 @@ def fingerprint(*objects: Any) -> str | None:
 def _environment() -> str:
     """The package's sources, library versions and machine: part of every key."""
     h = hashlib.sha256()
-    root = Path(__file__).resolve().parents[1]
+    root = Path(ccmc_lite.__file__).resolve().parent
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    from .stored import machine_description
-
     h.update(f"{sys.version}|{torch.__version__}|{np.__version__}|{machine_description()}".encode())
     h.update(f"{platform.machine()}".encode())
     return h.hexdigest()
@@ -276,7 +288,7 @@ def replayable(fn: F) -> F:
     deterministic given its arguments and the global state of the module docstring.
 
     The global random states enter the key only if the real call changed them: a call
-    that leaves them as it found them (e.g. :func:`~ccmc_lite.core.train_runs`, which
+    that leaves them as it found them (e.g. :func:`ccmc_lite.train_runs`, which
     seeds its own generators) drew nothing from them, so its result does not depend on
     them, and it replays from any random state.
     """
@@ -310,4 +322,58 @@ def replayable(fn: F) -> F:
             _store(paths[1], {"result": result, "random_states_after": after})
         return result
 
+    wrapper.__replays__ = True  # type: ignore[attr-defined]  # what uninstall() undoes
     return wrapper  # type: ignore[return-value]
+
+
+#: The computations :func:`install` wraps, as ``"module:function"`` where they are defined.
+REPLAYED = (
+    "ccmc_lite.core.training:train_runs",
+    "ccmc_lite.ccmc.chain:sample_trajectories",
+    "ccmc_lite.ccmc.mle:fit_newton",
+)
+
+
+def install() -> list[str]:
+    """Wrap each function of :data:`REPLAYED` with :func:`replayable`, wherever it is bound.
+
+    Every ``ccmc_lite`` module already imported that holds the original function (its own
+    module, the subpackage and the top level that re-export it, a module that imported
+    it) gets the wrapper; a module imported later takes the wrapper from where it is
+    defined. Call it before a notebook's first import of a part. Returns where the
+    wrappers were bound; a second call changes nothing.
+    """
+    bound: list[str] = []
+    for target in REPLAYED:
+        module_name, _, name = target.partition(":")
+        original = getattr(importlib.import_module(module_name), name)
+        if getattr(original, "__replays__", False):
+            continue  # installed before
+        wrapper = replayable(original)
+        for mod_name, module in list(sys.modules.items()):
+            if mod_name.split(".")[0] != "ccmc_lite" or module is None:
+                continue
+            for attr, value in list(vars(module).items()):
+                if value is original:
+                    setattr(module, attr, wrapper)
+                    bound.append(f"{mod_name}.{attr}")
+    return bound
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext tools.replay``: :func:`install` in this kernel."""
+    install()
+
+
+def uninstall() -> list[str]:
+    """Undo :func:`install`: every wrapper it bound is the original function again."""
+    restored: list[str] = []
+    for mod_name, module in list(sys.modules.items()):
+        if mod_name.split(".")[0] != "ccmc_lite" or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            original = getattr(value, "__wrapped__", None)
+            if callable(value) and getattr(value, "__replays__", False) and original is not None:
+                setattr(module, attr, original)
+                restored.append(f"{mod_name}.{attr}")
+    return restored

@@ -17,7 +17,7 @@ numbers of the book are computed on MKL's own path, and the library is built in 
 folder (with the system's C compiler) and deleted afterwards. On other CPUs, or without a C
 compiler, it reports why it measured nothing.
 
-    python benchmarks/bench_mkl_dispatch.py
+    python3 -m tools.mkl_dispatch
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from ccmc_lite.core.stored import _cpuinfo
+from .stored import cpu_field
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "benchmarks"  # the benchmarks it re-runs
 
 #: The whole preloaded library: MKL's vendor check, answered "Intel".
 SHIM_C = "int mkl_serv_intel_cpu_true(void) { return 1; }\n"
@@ -78,7 +79,7 @@ def build_shim(folder: Path) -> Path | None:
     return library if done.returncode == 0 and library.exists() else None
 
 
-def _child(quick: bool, preload: Path | None) -> dict[str, object]:
+def _child(quick: bool, preload: Path | None) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     if preload is not None:
@@ -92,7 +93,7 @@ def _child(quick: bool, preload: Path | None) -> dict[str, object]:
 
 def run(quick: bool = False) -> dict[str, object]:
     """Both code paths, measured one after the other in fresh processes."""
-    vendor = _cpuinfo("vendor_id") or ""
+    vendor = cpu_field("vendor_id") or ""
     if platform.system() != "Linux" or platform.machine() != "x86_64":
         return {"skipped": f"needs Linux on x86_64; this is {platform.system()} on "
                            f"{platform.machine()}"}  # fmt: skip

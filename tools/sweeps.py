@@ -2,10 +2,10 @@
 
 The papers' figures are sweeps: Makkuva et al. (2024, Fig. 4) train five runs per cell of a
 ``(p, q)`` grid, tied and untied; the ``K``-state threshold and the ``(T, α)`` plateau study
-of the book are sweeps too. A :class:`Sweep` states one once: a *task* (an importable
-function that trains a group of runs as one batched program), settings shared by every
-run, and one small settings record per run. :meth:`~ccmc_lite.core.Sweep.shards` cuts it into
-:class:`Shard` objects — plain, picklable data — and :func:`~ccmc_lite.core.run_sweep` runs them:
+of the book are sweeps too. A :class:`~ccmc_lite.core.Sweep` states one once: a *task* (an
+importable function that trains a group of runs as one batched program), settings shared by
+every run, and one small settings record per run. :func:`shards` cuts it into
+:class:`Shard` objects — plain, picklable data — and :func:`run_sweep` runs them:
 
 * ``executor=None`` (default): one after another in this process (each shard batched);
 * any object with ``submit(fn, *args) -> future`` whose futures have ``.result()``:
@@ -21,7 +21,7 @@ Sharding never changes a run's initialisation: run ``r`` of the sweep is initial
 shard draws the data of all its runs from one stream ``derive_seed(seed, first_run, 1)``, so
 reproducing a sweep's numbers needs the same shard sizes, which :class:`SweepResult` and the
 stored files record (``shard_runs``). The results of all shards are concatenated in sweep
-order into one :class:`SweepResult`, which :mod:`~ccmc_lite.core.stored` saves.
+order into one :class:`SweepResult`, which :func:`tools.stored.save_stored` saves.
 
 A task has the signature ``task(settings, runs, *, first_run, seed, device) -> dict``: it
 returns arrays whose leading axis is the run (``len(runs)``) and, under the key
@@ -30,46 +30,19 @@ returns arrays whose leading axis is the run (``len(runs)``) and, under the key
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .devices import resolve_device
-from .validation import check_float, check_instance, check_int, check_seed, check_size
+from ccmc_lite.core.devices import resolve_device
+from ccmc_lite.core.stored import Sweep, resolve_task
+from ccmc_lite.core.validation import check_float, check_instance, check_int, check_seed, check_size
 
-__all__ = ["Shard", "Sweep", "SweepResult", "makespan", "run_shard", "run_sweep"]
-
-
-def _resolve_task(task: str) -> Callable[..., dict[str, Any]]:
-    """Import ``"package.module:function"``; raise ``ValueError`` when it does not exist."""
-    if not isinstance(task, str):
-        raise TypeError(f"task must be a 'module:function' string; got {type(task).__name__}")
-    module_name, sep, name = task.partition(":")
-    if not sep or not module_name or not name:
-        raise ValueError(f"task must look like 'package.module:function'; got {task!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"task module {module_name!r} cannot be imported ({err})") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ValueError(f"task {task!r}: {module_name} has no function {name!r}")
-    return fn
-
-
-def _json_ready(value: Any, what: str) -> Any:
-    """Check that settings are plain JSON data (they travel to workers and into files)."""
-    try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"{what} must be plain JSON data (numbers, strings, lists); {err}"
-        ) from None
+__all__ = ["Shard", "SweepResult", "makespan", "run_shard", "run_sweep", "shards"]
 
 
 @dataclass(frozen=True)
@@ -108,16 +81,6 @@ class Shard:
         return len(self.runs)
 
 
-def check_task_args(settings: Any, runs: Any, first_run: Any) -> int:
-    """The checks every sweep task makes of its protocol arguments; returns ``first_run``."""
-    check_instance("settings", settings, Mapping)
-    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
-        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
-    if not runs:
-        raise ValueError("runs must be a non-empty list of per-run records")
-    return check_int("first_run", first_run, minimum=0)
-
-
 def run_shard(shard: Shard) -> dict[str, Any]:
     """Train one shard; return its arrays (leading axis: run), ``"shared"`` values and time.
 
@@ -125,7 +88,7 @@ def run_shard(shard: Shard) -> dict[str, Any]:
     """
     if not isinstance(shard, Shard):
         raise TypeError(f"shard must be a Shard; got {type(shard).__name__}")
-    fn = _resolve_task(shard.task)
+    fn = resolve_task(shard.task)
     start = time.perf_counter()
     out = fn(
         dict(shard.settings),
@@ -155,77 +118,22 @@ def run_shard(shard: Shard) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Sweep:
-    """A sweep stated once: a task, shared settings, one settings record per run, a seed.
-
-    Parameters
-    ----------
-    name : str
-        Names the sweep in files and progress lines.
-    task : str
-        ``"package.module:function"`` (see the module docstring for its signature).
-    settings : dict
-        Settings shared by every run (plain JSON data).
-    runs : list of dict
-        One record per run (e.g. ``{"p": 0.5, "q": 0.8, "tied": True}``), in sweep order.
-    seed : int
-        Base seed: run ``r`` is initialised from ``derive_seed(seed, r, 0)``.
-    """
-
-    name: str
-    task: str
-    settings: Mapping[str, Any]
-    runs: tuple[Mapping[str, Any], ...]
-    seed: int
-
-    def __init__(
-        self,
-        name: str,
-        task: str,
-        settings: Mapping[str, Any],
-        runs: Sequence[Mapping[str, Any]],
-        seed: int,
-    ) -> None:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"name must be a non-empty string; got {name!r}")
-        _resolve_task(task)
-        if not isinstance(settings, Mapping):
-            raise TypeError(f"settings must be a mapping; got {type(settings).__name__}")
-        if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
-            raise TypeError(f"runs must be a sequence of dicts; got {type(runs).__name__}")
-        if not runs:
-            raise ValueError("runs must hold at least one run")
-        for i, r in enumerate(runs):
-            if not isinstance(r, Mapping):
-                raise TypeError(f"runs[{i}] must be a dict of settings; got {type(r).__name__}")
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "task", task)
-        object.__setattr__(self, "settings", _json_ready(dict(settings), "settings"))
-        object.__setattr__(
-            self, "runs", tuple(_json_ready(dict(r), f"runs[{i}]") for i, r in enumerate(runs))
+def shards(sweep: Sweep, shard_size: int | None = None, *, device: Any = "cpu") -> list[Shard]:
+    """Consecutive shards of at most ``shard_size`` runs of ``sweep`` (``None``: one shard)."""
+    check_instance("sweep", sweep, Sweep)
+    size = sweep.n_runs if shard_size is None else check_int("shard_size", shard_size, minimum=1)
+    dev = str(resolve_device(device))
+    return [
+        Shard(
+            task=sweep.task,
+            settings=sweep.settings,
+            runs=sweep.runs[start : start + size],
+            first_run=start,
+            seed=sweep.seed,
+            device=dev,
         )
-        object.__setattr__(self, "seed", check_seed(seed))
-
-    @property
-    def n_runs(self) -> int:
-        return len(self.runs)
-
-    def shards(self, shard_size: int | None = None, *, device: Any = "cpu") -> list[Shard]:
-        """Consecutive shards of at most ``shard_size`` runs (``None``: one shard)."""
-        size = self.n_runs if shard_size is None else check_int("shard_size", shard_size, minimum=1)
-        dev = str(resolve_device(device))
-        return [
-            Shard(
-                task=self.task,
-                settings=self.settings,
-                runs=self.runs[start : start + size],
-                first_run=start,
-                seed=self.seed,
-                device=dev,
-            )
-            for start in range(0, self.n_runs, size)
-        ]
+        for start in range(0, sweep.n_runs, size)
+    ]
 
 
 @dataclass
@@ -260,13 +168,7 @@ class SweepResult:
 
     def select(self, **match: Any) -> np.ndarray:
         """Indices of the runs whose settings equal every ``key=value`` given."""
-        for key in match:
-            if not any(key in r for r in self.sweep.runs):
-                raise ValueError(f"no run has the setting {key!r}")
-        hits = [
-            i for i, r in enumerate(self.sweep.runs) if all(r.get(k) == v for k, v in match.items())
-        ]
-        return np.asarray(hits, dtype=int)
+        return self.sweep.select(**match)
 
 
 def run_sweep(
@@ -298,12 +200,12 @@ def run_sweep(
             "executor must have a submit(fn, *args) method (concurrent.futures or "
             f"dask.distributed.Client); got {type(executor).__name__}"
         )
-    shards = sweep.shards(shard_size, device=device)
+    pieces = shards(sweep, shard_size, device=device)
     start = time.perf_counter()
     if executor is None:
-        parts = [run_shard(s) for s in shards]
+        parts = [run_shard(s) for s in pieces]
     else:
-        futures = [executor.submit(run_shard, s) for s in shards]
+        futures = [executor.submit(run_shard, s) for s in pieces]
         parts = [f.result() for f in futures]
     seconds = time.perf_counter() - start
     parts.sort(key=lambda p: p["first_run"])
@@ -321,8 +223,8 @@ def run_sweep(
         shared=parts[0]["shared"],
         seconds=seconds,
         shard_seconds=[p["seconds"] for p in parts],
-        device=shards[0].device,
-        shard_runs=[len(s.runs) for s in sorted(shards, key=lambda s: s.first_run)],
+        device=pieces[0].device,
+        shard_runs=[len(s.runs) for s in sorted(pieces, key=lambda s: s.first_run)],
     )
 
 

@@ -11,9 +11,9 @@ and ``DIR/gpu_timings.json``. The timings file is updated, not replaced, so runs
 parts at a time add up. What it does (parts 2 and 3 first, being short; each part written
 as soon as it is done):
 
-1. Re-runs stored sweeps of ``benchmarks/paper_runs.py`` (names in :data:`NAMES`, each
+1. Re-runs stored sweeps of ``tools/paper_runs.py`` (names in :data:`NAMES`, each
    as one batched program) on the GPU, at their stored settings, and writes each with
-   :func:`ccmc_lite.core.save_stored` (``DIR/NAME.json``; its provenance names the GPU).
+   :func:`tools.stored.save_stored` (``DIR/NAME.json``; its provenance names the GPU).
    The running page compares them with the CPU files of the same name: the same code and
    seeds on other kernels, so the numbers agree to rounding at first and drift apart
    slowly, as any two float32 runs do.
@@ -47,12 +47,17 @@ import time
 from pathlib import Path
 
 import torch
-from bench_part3 import _train as train_part3
-from paper_runs import EXPERIMENTS, TABLE2
 
 import ccmc_lite
-from ccmc_lite.core import Sweep, run_sweep, save_stored
-from ccmc_lite.core.stored import _GPU_DATA, _GPU_TIMINGS, machine_description
+from ccmc_lite.core import Sweep
+from ccmc_lite.core.stored import DATA_FOLDERS
+
+from .paper_runs import EXPERIMENTS, TABLE2
+from .stored import machine_description, save_stored
+from .sweeps import run_sweep
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_part3 import train_seconds as train_part3
 
 PACKAGE = Path(ccmc_lite.__file__).resolve().parent  # where load_stored(gpu=True) reads
 
@@ -151,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiments {unknown}; known: {sorted(EXPERIMENTS)}")
-    runs_dir = PACKAGE / _GPU_DATA if args.out is None else args.out
-    path = PACKAGE / _GPU_TIMINGS if args.out is None else args.out / Path(_GPU_TIMINGS).name
+    runs_dir = PACKAGE / DATA_FOLDERS["gpu"] if args.out is None else args.out
+    path = (
+        PACKAGE / DATA_FOLDERS["gpu_timings"]
+        if args.out is None
+        else args.out / Path(DATA_FOLDERS["gpu_timings"]).name
+    )
     runs_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     timings: dict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
