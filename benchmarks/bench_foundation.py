@@ -15,12 +15,13 @@ doing nothing but the FLOPs at the matmul peak would reach (``trainer_ratio_ceil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
 import torch
 from bench_limits import run_step_limit
-from profiling import round_ratios, timed_rounds, top_ops
+from profiling import round_ratios, timed_rounds, top_ops, train_looped
 from torch import nn
 
 from ccmc_lite.core import TrainConfig, train_runs
@@ -59,10 +60,10 @@ def _loss(model, x: torch.Tensor) -> torch.Tensor:
 
 
 def _timed(batched: bool, n_runs: int, steps: int) -> float:
-    cfg = TrainConfig(steps=steps, lr=1e-3)
+    cfg = TrainConfig(steps=steps, lr=1e-3, progress=False)
+    trainer = train_runs if batched else train_looped
     start = time.perf_counter()
-    train_runs(SmallAttention, _loss, _batch, n_runs=n_runs, config=cfg, seed=0,
-               batched=batched, progress=False)  # fmt: skip
+    trainer(SmallAttention, _loss, _batch, n_runs=n_runs, config=cfg, seed=0)
     return time.perf_counter() - start
 
 
@@ -79,7 +80,12 @@ def trainer_ratio(n_runs: int = 64, steps: int = 40, repeats: int = 3) -> dict[s
     short = TrainConfig(steps=5, lr=1e-3)
     top = top_ops(
         lambda: train_runs(
-            SmallAttention, _loss, _batch, n_runs=n_runs, config=short, seed=0, progress=False
+            SmallAttention,
+            _loss,
+            _batch,
+            n_runs=n_runs,
+            config=dataclasses.replace(short, progress=False),
+            seed=0,
         )
     )
     torch.manual_seed(0)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 from bench_limits import run_step_limit
-from profiling import round_ratios, timed_rounds
+from profiling import round_ratios, timed_rounds, train_looped
 
 from ccmc_lite.markov import (
     binary_kernel,
@@ -57,19 +57,31 @@ def _grid_kernels(grid=GRID, seeds=SEEDS) -> torch.Tensor:
 def _sweep_seconds(
     kernels: torch.Tensor, steps: int, *, batched: bool, N: int = N, batch: int = BATCH
 ) -> float:
-    """Wall time of the tied + untied sweep (two programs) for ``steps`` steps."""
+    """Wall time of the tied + untied sweep (two programs) for ``steps`` steps; the per-run
+    baseline trains the same models and data with ``tests/reference_training.py``."""
     total = 0.0
+    config = markov_config(steps, lr=LR, progress=False)
     for tied in (True, False):
-        runs = train_markov(
-            kernels,
-            model_options=dict(K=2, d=4, N=N, tied=tied),
-            config=markov_config(steps, lr=LR),
+        if batched:
+            runs = train_markov(
+                kernels,
+                model_options=dict(K=2, d=4, N=N, tied=tied),
+                config=config,
+                seed=11,
+                batch_size=batch,
+            )
+            total += runs.result.seconds
+            continue
+        start = time.perf_counter()
+        train_looped(
+            lambda tied=tied: build_model(K=2, d=4, N=N, tied=tied),
+            next_token_loss,
+            lambda step, r, g: sample_chains(kernels[r], batch, N + 1, generator=g),
+            n_runs=len(kernels),
+            config=config,
             seed=11,
-            batch_size=batch,
-            batched=batched,
-            progress=False,
         )
-        total += runs.result.seconds
+        total += time.perf_counter() - start
     return total
 
 
@@ -185,10 +197,9 @@ def run(quick: bool = False) -> dict:
         probe = train_markov(
             chunk,
             model_options=dict(K=2, d=4, N=PAPER["N"], tied=True),
-            config=markov_config(probe_steps, lr=1e-3),
+            config=markov_config(probe_steps, lr=1e-3, progress=False),
             seed=0,
             batch_size=PAPER["batch"],
-            progress=False,
         )
         per_run_step = probe.result.seconds / (probe_steps * len(chunk))
         paper_runs = 2 * PAPER["cells"] * PAPER["seeds"]

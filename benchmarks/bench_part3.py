@@ -28,13 +28,14 @@ Run standalone: ``python benchmarks/bench_part3.py`` (``--quick`` for a short ru
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
 
 import torch
 from bench_limits import run_step_limit
-from profiling import round_ratios, timed_rounds, top_ops
+from profiling import round_ratios, timed_rounds, top_ops, train_looped
 
 from ccmc_lite.core import TrainConfig, train_runs
 from ccmc_lite.ngram import NGramStream, NGramTask, SimplifiedTransformer, make_loss_fn, sample_urn
@@ -46,16 +47,13 @@ REPEATS = 3  # interleaved repeats of each timed path; the best counts
 def train_seconds(n_runs: int, steps: int, batched: bool, device: str = "cpu") -> float:
     """Seconds of ``train_runs`` for ``n_runs`` runs of ``steps`` steps at Sec. 5's settings."""
     config = TrainConfig(steps=steps, lr=0.01, optimizer="adam")
-    result = train_runs(
+    result = (train_runs if batched else train_looped)(
         lambda: SimplifiedTransformer(5, 32, 2),
         make_loss_fn(),
         NGramStream(TASK, 128),
         n_runs=n_runs,
-        config=config,
+        config=dataclasses.replace(config, progress=False, device=device),
         seed=0,
-        batched=batched,
-        progress=False,
-        device=device,
     )
     return result.seconds  # ends with the final weights copied back to the CPU (a sync)
 

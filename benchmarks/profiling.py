@@ -8,9 +8,14 @@ one lucky or unlucky timing on a shared machine.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from reference_training import train_looped  # noqa: F401  (the per-run baseline)
 
 
 def timed_rounds(repeats: int, **timers: Callable[[], float]) -> dict[str, list[float]]:

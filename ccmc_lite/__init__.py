@@ -32,7 +32,9 @@ from .core.devices import default_device, resolve_device
 from .core.gluing import glue
 from .core.profiles import PROFILE_ENV, by_profile, current_profile, profile_banner
 from .core.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
-from .core.training import TrainConfig, TrainResult, train_runs
+from .core.batched import TrainResult
+from .core.train_config import TrainConfig
+from .core.training import train_runs
 
 __version__ = "0.2.0"
 

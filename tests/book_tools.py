@@ -16,8 +16,8 @@ chapter a second time. Chapters run with ``CCMC_BOOK_BUILD=1`` so that glued val
 the cache; student notebooks run without it, as a reader's notebook does.
 
 **Training once per session.** The kernels start with the repository's replay cache
-installed (``tools/replay.py``, loaded by the kernel's configuration in
-:data:`KERNEL_CONFIG_DIR`, invisible to the notebook) and ``CCMC_RESULT_CACHE`` pointing at
+installed (``tools/replay.py``, an IPython extension that the kernel configuration in
+:data:`KERNEL_CONFIG_DIR` loads; the notebooks do not see it) and ``CCMC_RESULT_CACHE`` at
 ``_build/result_cache`` (emptied when the pool starts): every training call
 (:func:`ccmc_lite.train_runs`) and Part I's long simulations and fits
 (``sample_trajectories``, ``fit_newton``) store their results there, and a later call with
@@ -69,16 +69,11 @@ RESULT_CACHE_ENV = "CCMC_RESULT_CACHE"
 KERNEL_CONFIG_DIR = BUILD_DIR / "ipython"
 _KERNEL_CONFIG = """\
 # Written by tests/book_tools.py: the test session's kernels replay repeated computations
-# from the result cache (tools/replay.py). The notebook sees neither tools/ nor its names.
+# from the result cache (tools/replay.py), loaded as an IPython extension: after the kernel
+# has chosen matplotlib's inline backend, which importing the package here would pre-empt.
 import sys
-sys.path.insert(0, {root!r})
-try:
-    import tools.replay
-    tools.replay.install()
-finally:
-    sys.path.remove({root!r})
-    for _name in [m for m in sys.modules if m == "tools" or m.startswith("tools.")]:
-        del sys.modules[_name]
+sys.path.append({root!r})
+c.InteractiveShellApp.extensions = ["tools.replay"]
 """
 KERNELS = int(os.environ.get("CCMC_TEST_KERNELS", "2"))
 SETUP_SOURCE = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")

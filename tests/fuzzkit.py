@@ -34,6 +34,7 @@ here: they are listed in :data:`EXCLUDED_MODULES`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -439,7 +440,7 @@ def build_table() -> list[Entry]:
     target = batch.next_probs[:, -1]
     st = ngram.SimplifiedTransformer(3, 8, 2)
     tokP = batch.transitions[0]
-    cfg = core.TrainConfig(steps=2, lr=1e-2)
+    cfg = core.TrainConfig(steps=2, lr=1e-2, progress=False)
     loss1 = np.array([1.0, 0.9, 0.8, 0.7, 0.6, 0.5])
     joint = torch.full((3, 3), 1 / 9, dtype=torch.float64)
 
@@ -452,7 +453,6 @@ def build_table() -> list[Entry]:
     def batchf(step: int, runs: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         return torch.randn(len(runs), 4, 2, generator=g)
 
-    prog = dict(progress=a(False))
     T = []
     add = T.append
     # --- core
@@ -560,7 +560,16 @@ def build_table() -> list[Entry]:
             eval_every=a(1, "count"),
             progress_updates=a(2, "int"),
             checkpoint_steps=a((1,), "obj"),
-            cases=[("relation", "checkpoint_steps=5, an int", {"checkpoint_steps": 5}, "raise")],
+            lr_scale=a([1.0, 2.0], "obj", none_ok=True),  # its length: checked by train_runs
+            chunk_size=a(1, "int", none_ok=True),
+            stop_after=a(2, "int", none_ok=True),
+            first_run=a(0, "count", huge=False),
+            device=a("cpu", "choice", none_ok=True),
+            progress=a(False, "bool"),
+            cases=[
+                ("relation", "checkpoint_steps=5, an int", {"checkpoint_steps": 5}, "raise"),
+                ("relation", "stop_after beyond steps", {"stop_after": 4}, "raise"),
+            ],
         )
     )
     add(E("core.lr_schedule", a(cfg, "obj", "config")))
@@ -574,13 +583,17 @@ def build_table() -> list[Entry]:
             n_runs=a(2, "int"),
             config=a(cfg, "obj"),
             seed=a(0, "seed"),
-            batched=a(True, "bool"),
-            first_run=a(0, "count", huge=False),
-            lr_scale=a([1.0, 2.0], "factors", none_ok=True),
-            **prog,
+            cases=[
+                (
+                    "relation",
+                    "lr_scale of 3 runs for 2",
+                    {"config": dataclasses.replace(cfg, lr_scale=(1.0, 1.0, 1.0))},
+                    "raise",
+                ),
+            ],
         )
     )
-    res = core.train_runs(mk, lossf, batchf, n_runs=2, config=cfg, seed=0, progress=False)
+    res = core.train_runs(mk, lossf, batchf, n_runs=2, config=cfg, seed=0)
     add(
         E(
             "core.TrainResult",
@@ -1142,7 +1155,7 @@ def build_table() -> list[Entry]:
             a(grid, "array", "t", shape=False),
         )
     )
-    mcfg = markov.markov_config(2)
+    mcfg = markov.markov_config(2, progress=False)
     opts = {"K": 2, "d": 4, "N": 8}
     kern = torch.stack([P2, P2])
     add(
@@ -1153,13 +1166,14 @@ def build_table() -> list[Entry]:
             config=a(mcfg, "obj"),
             seed=a(0, "seed"),
             batch_size=a(2, "int"),
-            first_run=a(0, "count", huge=False),
-            lr_scale=a([1.0, 2.0], "factors", none_ok=True),
-            **prog,
         )
     )
     mr = markov.train_markov(
-        kern, model_options=opts, config=mcfg, seed=0, batch_size=2, progress=False
+        kern,
+        model_options=opts,
+        config=mcfg,
+        seed=0,
+        batch_size=2,
     )
     add(E("markov.MarkovRuns", a(mr.result), a(kern), a(opts), a(2)))
     settings = {

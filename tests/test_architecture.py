@@ -154,3 +154,20 @@ def test_chapters_import_only_the_package_and_its_dependencies():
 def test_the_import_check_sees_the_tooling():
     assert _top_level_imports("from tools import costs\nimport tools.sweeps as s\n") == {"tools"}
     assert _top_level_imports("from . import tools") == set()  # a relative import is not it
+
+
+def test_the_training_loop_is_short_and_its_callers_take_a_config():
+    """One readable loop (<= 300 lines); every setting of a call is in its TrainConfig, so no
+    training function takes more than 8 parameters (the Markov trainer at most 6)."""
+    import inspect
+
+    from ccmc_lite import core, markov, ngram
+
+    assert len((PACKAGE / "core" / "training.py").read_text().splitlines()) <= 300
+    limits = {core.train_runs: 8, markov.train_markov: 6, markov.sweep_task: 6}
+    limits.update({getattr(ngram, n): 6 for n in ("sweep_task", "attention_only_task",
+                                                  "plateau_task")})  # fmt: skip
+    for fn, limit in limits.items():
+        n = len(inspect.signature(fn).parameters)
+        assert n <= limit, f"{fn.__qualname__} takes {n} parameters (at most {limit})"
+        assert "config" in inspect.signature(fn).parameters or fn.__name__.endswith("_task")

@@ -30,10 +30,9 @@ out["ccmc"] = digest(tr.tokens, tr.counts)
 runs = markov.train_markov(
     torch.stack([markov.binary_kernel(0.3, 0.4)] * 2),
     model_options={"K": 2, "d": 4, "N": 16},
-    config=markov.markov_config(5),
+    config=markov.markov_config(5, progress=False),
     seed=3,
     batch_size=4,
-    progress=False,
 )
 out["markov"] = digest(runs.result.loss, *runs.result.params.values())
 batch = ngram.sample_batch(ngram.NGramTask(S=3, n=2, T=12), 8, seed=4)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_training import train_looped
 
 from ccmc_lite.core import TrainConfig, train_runs
 from ccmc_lite.ngram import (
@@ -243,11 +244,9 @@ def test_models_train_batched_like_looped(model):
         tok, tgt = batch
         return -(tgt * torch.log(mod(tok) + 1e-8)).sum(-1).mean()
 
-    cfg = TrainConfig(steps=5, lr=0.01, optimizer="adam")
-    a = train_runs(make, loss_fn, batch_fn, n_runs=2, config=cfg, seed=1, progress=False)
-    b = train_runs(
-        make, loss_fn, batch_fn, n_runs=2, config=cfg, seed=1, batched=False, progress=False
-    )
+    cfg = TrainConfig(steps=5, lr=0.01, optimizer="adam", progress=False)
+    a = train_runs(make, loss_fn, batch_fn, n_runs=2, config=cfg, seed=1)
+    b = train_looped(make, loss_fn, batch_fn, n_runs=2, config=cfg, seed=1)
     torch.testing.assert_close(a.loss, b.loss, atol=1e-5, rtol=1e-5)
 
 

@@ -23,30 +23,24 @@ def _batch(step: int, runs: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return torch.randn(len(runs), 8, 2, generator=gen)
 
 
-@pytest.mark.parametrize("batched", [True, False])
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_huge_learning_rate_stops_with_divergence_error(optimizer: str, batched: bool) -> None:
-    config = TrainConfig(steps=30, lr=1e30, optimizer=optimizer)
+def test_huge_learning_rate_stops_with_divergence_error(optimizer: str) -> None:
+    config = TrainConfig(steps=30, lr=1e30, optimizer=optimizer, progress=False)
     with pytest.raises(DivergenceError, match=r"step \d+ in run\(s\) \[") as info:
-        train_runs(
-            _linear, _loss, _batch, n_runs=2, config=config, seed=0, batched=batched, progress=False
-        )
+        train_runs(_linear, _loss, _batch, n_runs=2, config=config, seed=0)
     assert "lr=1e+30" in str(info.value)
     assert isinstance(info.value, FloatingPointError) and isinstance(info.value, ValueError)
 
 
-@pytest.mark.parametrize("batched", [True, False])
-def test_non_finite_parameters_after_the_last_step_are_caught(batched: bool) -> None:
+def test_non_finite_parameters_after_the_last_step_are_caught() -> None:
     # one SGD step at a huge rate: the loss before the update is finite, the weights are not
-    config = TrainConfig(steps=1, lr=1e38, optimizer="sgd", max_loss_rise=None)
+    config = TrainConfig(steps=1, lr=1e38, optimizer="sgd", max_loss_rise=None, progress=False)
 
     def batch(step, runs, gen):
         return torch.full((len(runs), 8, 2), 1e10)
 
     with pytest.raises(DivergenceError, match="non-finite parameter"):
-        train_runs(
-            _linear, _loss, batch, n_runs=2, config=config, seed=0, batched=batched, progress=False
-        )
+        train_runs(_linear, _loss, batch, n_runs=2, config=config, seed=0)
 
 
 def test_loss_rise_is_flagged_and_can_be_switched_off() -> None:
@@ -56,17 +50,17 @@ def test_loss_rise_is_flagged_and_can_be_switched_off() -> None:
     def batch(step, runs, gen):
         return torch.full((len(runs), 4, 2), float(1 + 1000 * step))
 
-    config = TrainConfig(steps=3, lr=1e-3, max_loss_rise=10.0)
+    config = TrainConfig(steps=3, lr=1e-3, max_loss_rise=10.0, progress=False)
     with pytest.raises(DivergenceError, match=r"max_loss_rise=10\.0"):
-        train_runs(_linear, loss, batch, n_runs=1, config=config, seed=0, progress=False)
-    quiet = TrainConfig(steps=3, lr=1e-3, max_loss_rise=None)
-    res = train_runs(_linear, loss, batch, n_runs=1, config=quiet, seed=0, progress=False)
+        train_runs(_linear, loss, batch, n_runs=1, config=config, seed=0)
+    quiet = TrainConfig(steps=3, lr=1e-3, max_loss_rise=None, progress=False)
+    res = train_runs(_linear, loss, batch, n_runs=1, config=quiet, seed=0)
     assert torch.isfinite(res.loss).all()
 
 
 def test_ordinary_training_is_unaffected() -> None:
-    config = TrainConfig(steps=5, lr=1e-2, optimizer="adam")
-    res = train_runs(_linear, _loss, _batch, n_runs=2, config=config, seed=0, progress=False)
+    config = TrainConfig(steps=5, lr=1e-2, optimizer="adam", progress=False)
+    res = train_runs(_linear, _loss, _batch, n_runs=2, config=config, seed=0)
     assert torch.isfinite(res.loss).all()
 
 

@@ -303,7 +303,7 @@ def test_messages_speak_of_the_users_arguments() -> None:
 def test_training_setup_mistakes_are_named_in_the_users_terms() -> None:
     from ccmc_lite import core
 
-    cfg = core.TrainConfig(steps=2, lr=1e-2)
+    cfg = core.TrainConfig(steps=2, lr=1e-2, progress=False)
 
     def make() -> torch.nn.Module:
         return torch.nn.Linear(2, 1)
@@ -314,11 +314,10 @@ def test_training_setup_mistakes_are_named_in_the_users_terms() -> None:
     def data(step, runs, g):
         return torch.randn(len(runs), 4, 2, generator=g)
 
-    for batched in (True, False):
-        kw = dict(n_runs=2, config=cfg, seed=0, progress=False, batched=batched)
-        with pytest.raises(TypeError, match="loss_fn must return the loss as a scalar tensor"):
-            core.train_runs(make, lambda m, b: 1.0, data, **kw)
-        with pytest.raises(TypeError, match="loss_fn"):
-            core.train_runs(make, lambda m, b: loss(m, b).item(), data, **kw)
-        with pytest.raises(TypeError, match="batch_fn must return tensors"):
-            core.train_runs(make, loss, lambda s, r, g: [[1.0, 2.0]], **kw)
+    kw = dict(n_runs=2, config=cfg, seed=0)
+    with pytest.raises(TypeError, match="loss_fn must return the loss as a scalar tensor"):
+        core.train_runs(make, lambda m, b: 1.0, data, **kw)
+    with pytest.raises(TypeError, match="loss_fn"):
+        core.train_runs(make, lambda m, b: loss(m, b).item(), data, **kw)
+    with pytest.raises(TypeError, match="batch_fn must return tensors"):
+        core.train_runs(make, loss, lambda s, r, g: [[1.0, 2.0]], **kw)

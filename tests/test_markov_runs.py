@@ -44,10 +44,9 @@ def test_train_markov_shapes_and_evaluation():
     runs = train_markov(
         KERNELS,
         model_options=dict(K=2, d=3, N=8),
-        config=markov_config(6, eval_every=3),
+        config=markov_config(6, eval_every=3, progress=False),
         seed=0,
         batch_size=4,
-        progress=False,
     )
     assert runs.n_runs == 3 and runs.result.loss.shape == (3, 6)
     steps, L = runs.test_losses(n_test=8)
@@ -73,10 +72,9 @@ def test_train_markov_shapes_and_evaluation():
 def test_train_markov_is_reproducible_and_runs_are_independent():
     kw = dict(
         model_options=dict(K=2, d=3, N=6),
-        config=markov_config(5),
+        config=markov_config(5, progress=False),
         seed=4,
         batch_size=3,
-        progress=False,
     )
     a = train_markov(KERNELS, **kw)
     b = train_markov(KERNELS, **kw)
@@ -91,21 +89,18 @@ def test_train_markov_chunks_and_kstate():
     runs = train_markov(
         kernels,
         model_options=dict(K=3, d=2, N=5),
-        config=markov_config(3),
+        config=markov_config(3, chunk_size=2, progress=False),
         seed=1,
         batch_size=2,
-        chunk_size=2,
-        progress=False,
     )
     assert runs.result.loss.shape == (5, 3) and runs.params_at(0)["E"].shape == (5, 3, 2)
     # chunking never changes a run's initialisation: run r starts from derive_seed(1, r, 0)
     whole = train_markov(
         kernels,
         model_options=dict(K=3, d=2, N=5),
-        config=markov_config(3),
+        config=markov_config(3, progress=False),
         seed=1,
         batch_size=2,
-        progress=False,
     )
     for name, value in whole.params_at(0).items():
         assert torch.equal(runs.params_at(0)[name], value), name
@@ -116,41 +111,41 @@ def test_train_markov_bad_inputs():
         train_markov(
             KERNELS,
             model_options=dict(K=3),
-            config=markov_config(2),
+            config=markov_config(2, progress=False),
             seed=0,
             batch_size=2,
-            progress=False,
         )
     with pytest.raises(ValueError, match="kernels"):
         train_markov(
             binary_kernel(0.2, 0.3),
             model_options={},
-            config=markov_config(2),
+            config=markov_config(2, progress=False),
             seed=0,
             batch_size=2,
-            progress=False,
         )
     with pytest.raises(ValueError, match="row"):
         train_markov(
             torch.tensor([[[0.5, 0.4], [0.3, 0.7]]]),
             model_options={},
-            config=markov_config(2),
+            config=markov_config(2, progress=False),
             seed=0,
             batch_size=2,
-            progress=False,
         )
     with pytest.raises(ValueError, match="unknown model option"):
         train_markov(
             KERNELS,
             model_options={"width": 3},
-            config=markov_config(2),
+            config=markov_config(2, progress=False),
             seed=0,
             batch_size=2,
-            progress=False,
         )
     with pytest.raises(ValueError, match="batch_size"):
         train_markov(
-            KERNELS, model_options={}, config=markov_config(2), seed=0, batch_size=0, progress=False
+            KERNELS,
+            model_options={},
+            config=markov_config(2, progress=False),
+            seed=0,
+            batch_size=0,
         )
 
 
@@ -165,11 +160,9 @@ def test_non_finite_loss_stops_with_step_and_setting(monkeypatch):
         train_markov(
             KERNELS,
             model_options=dict(N=4),
-            config=markov_config(3),
+            config=markov_config(3, label="grid cell", progress=False),
             seed=0,
             batch_size=2,
-            label="grid cell",
-            progress=False,
         )
 
 
@@ -230,10 +223,9 @@ def test_train_markov_start_from():
     runs = train_markov(
         KERNELS,
         model_options=opts,
-        config=markov_config(4, eval_every=2),
+        config=markov_config(4, eval_every=2, progress=False),
         seed=0,
         batch_size=4,
-        progress=False,
         start_from=start,
     )
     for r in range(runs.n_runs):
@@ -244,20 +236,18 @@ def test_train_markov_start_from():
         train_markov(
             KERNELS,
             model_options=dict(K=2, d=4, N=8),
-            config=markov_config(2),
+            config=markov_config(2, progress=False),
             seed=0,
             batch_size=4,
-            progress=False,
             start_from=start,
         )
     with pytest.raises(TypeError, match="start_from"):
         train_markov(
             KERNELS,
             model_options=opts,
-            config=markov_config(2),
+            config=markov_config(2, progress=False),
             seed=0,
             batch_size=4,
-            progress=False,
             start_from="theta_pi",
         )
 

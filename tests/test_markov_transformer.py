@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from reference_training import train_looped
 
 from ccmc_lite.core import TrainConfig, torch_generator, train_runs
 from ccmc_lite.markov import (
@@ -143,21 +144,10 @@ def test_model_trains_as_one_run_and_as_stacked_runs():
     def batch_fn(step, runs, gen):
         return sample_chains(torch.stack([P] * len(runs)), 4, 7, generator=gen)
 
-    config = TrainConfig(steps=3, lr=1e-2, checkpoint_steps=(0,))
+    config = TrainConfig(steps=3, lr=1e-2, checkpoint_steps=(0,), progress=False)
     make = model_factory(K=3, d=4, N=6)
-    batched = train_runs(
-        make, next_token_loss, batch_fn, n_runs=2, config=config, seed=1, progress=False
-    )
-    looped = train_runs(
-        make,
-        next_token_loss,
-        batch_fn,
-        n_runs=2,
-        config=config,
-        seed=1,
-        batched=False,
-        progress=False,
-    )
+    batched = train_runs(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=1)
+    looped = train_looped(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=1)
     for name in batched.checkpoints[0]:  # same initialisations in both modes
         assert torch.equal(batched.checkpoints[0][name], looped.checkpoints[0][name])
     assert batched.loss.shape == looped.loss.shape == (2, 3)
@@ -172,19 +162,10 @@ def test_batched_and_looped_training_agree_on_the_same_data():
     def batch_fn(step, runs, gen):
         return data[runs]
 
-    config = TrainConfig(steps=4, lr=1e-2, optimizer="adamw", betas=(0.9, 0.95))
+    config = TrainConfig(steps=4, lr=1e-2, optimizer="adamw", betas=(0.9, 0.95), progress=False)
     make = model_factory(K=2, d=4, N=6, tied=False, layer_norm=True, depth=2)
-    a = train_runs(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=3, progress=False)
-    b = train_runs(
-        make,
-        next_token_loss,
-        batch_fn,
-        n_runs=2,
-        config=config,
-        seed=3,
-        batched=False,
-        progress=False,
-    )
+    a = train_runs(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=3)
+    b = train_looped(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=3)
     assert torch.allclose(a.loss, b.loss, atol=1e-5)
     for name in a.params:
         assert torch.allclose(a.params[name], b.params[name], atol=1e-5)

@@ -32,9 +32,8 @@ def _train(T: int = 8, steps: int = 6):
         ngram.make_loss_fn(eps=1e-8),
         ngram.NGramStream(task, 8),
         n_runs=2,
-        config=TrainConfig(steps=steps, lr=0.01, optimizer="adam"),
+        config=TrainConfig(steps=steps, lr=0.01, optimizer="adam", progress=False),
         seed=3,
-        progress=False,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -86,10 +87,9 @@ def test_short_batched_training_run():
         make_loss_fn(),
         NGramStream(task, 16, alpha=[0.5, 1.0], lengths=[6, 8]),
         n_runs=2,
-        config=cfg,
+        config=dataclasses.replace(cfg, progress=False),
         seed=0,
         eval_fn=make_eval_fn(tx, ty),
-        progress=False,
     )
     assert res.loss.shape == (2, 20) and bool(torch.isfinite(res.loss).all())
     assert res.evals["test_loss"].shape == (2, 3)
@@ -121,9 +121,8 @@ def test_attention_plot_and_checkpoint_gradients():
         make_loss_fn(),
         NGramStream(task, 8),
         n_runs=2,
-        config=cfg,
+        config=dataclasses.replace(cfg, progress=False),
         seed=0,
-        progress=False,
     )
     steps, norms = checkpoint_gradient_norms(res, tx, ty)
     assert steps == [0, 4] and norms.shape == (2, 2) and (norms[:, 0] > 0).all()

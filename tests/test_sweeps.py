@@ -84,9 +84,9 @@ def test_shards_keep_each_runs_initialisation():
     from ccmc_lite.markov import markov_config, train_markov
 
     kernels = torch.stack([torch.tensor([[0.3, 0.7], [0.4, 0.6]])] * 3).double()
-    kw = dict(model_options=dict(K=2, d=2, N=6), config=markov_config(2), seed=3, batch_size=3)
-    whole = train_markov(kernels, progress=False, **kw)
-    shard = train_markov(kernels[2:], first_run=2, progress=False, **kw)
+    kw = dict(model_options=dict(K=2, d=2, N=6), seed=3, batch_size=3)
+    whole = train_markov(kernels, config=markov_config(2, progress=False), **kw)
+    shard = train_markov(kernels[2:], config=markov_config(2, first_run=2, progress=False), **kw)
     for name, value in whole.params_at(0).items():
         assert torch.equal(shard.params_at(0)[name][0], value[2]), name
 

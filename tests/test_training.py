@@ -1,4 +1,5 @@
-"""Tests for the batched trainer: it must equal R separate ordinary training runs."""
+"""Tests for the batched trainer: it must equal R separate ordinary training runs
+(``tests/reference_training.py``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from dataclasses import replace
 
 import pytest
 import torch
+from reference_training import train_looped
 from torch import nn
 
 from ccmc_lite.core import TrainConfig, lr_schedule, over_runs, train_runs
+
+TRAINERS = {True: train_runs, False: train_looped}  # batched, and the per-run reference
 
 D_IN, N_DATA = 3, 32
 # A fixed data set per run, so batched and looped training see identical batches.
@@ -57,14 +61,15 @@ CFG = TrainConfig(
     eval_every=10,
     checkpoint_steps=(0, 10),
     grad_clip=1.0,
+    progress=False,
 )
 
 
 @pytest.fixture(scope="module")
 def both():
-    kw = dict(n_runs=4, config=CFG, seed=5, eval_fn=eval_fn, progress=False)
-    return train_runs(TiedMLP, loss_fn, batch_fn, **kw), train_runs(
-        TiedMLP, loss_fn, batch_fn, batched=False, **kw
+    kw = dict(n_runs=4, config=CFG, seed=5, eval_fn=eval_fn)
+    return train_runs(TiedMLP, loss_fn, batch_fn, **kw), train_looped(
+        TiedMLP, loss_fn, batch_fn, **kw
     )
 
 
@@ -98,17 +103,16 @@ def test_training_reduces_the_loss():
         loss_fn,
         batch_fn,
         n_runs=3,
-        config=TrainConfig(steps=150, lr=3e-2),
+        config=TrainConfig(steps=150, lr=3e-2, progress=False),
         seed=0,
         eval_fn=eval_fn,
-        progress=False,
     )
     first, last = result.evals["mse"][:, 0], result.evals["mse"][:, -1]
     assert (last < 0.2 * first).all(), (first, last)
 
 
 def test_runs_are_independent_of_how_many_are_trained():
-    kw = dict(config=CFG, seed=5, progress=False)
+    kw = dict(config=CFG, seed=5)
     two = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=2, **kw)
     four = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=4, **kw)
     torch.testing.assert_close(two.loss, four.loss[:2], rtol=1e-4, atol=1e-6)
@@ -121,13 +125,13 @@ def test_initialisation_is_the_runs_seed_alone_and_global_state_is_kept(batched)
     from ccmc_lite.core import derive_seed
 
     torch.manual_seed(123)
-    cfg = TrainConfig(steps=1, lr=1e-2, checkpoint_steps=(0,))
-    kw = dict(n_runs=3, config=cfg, seed=4, progress=False)
+    cfg = TrainConfig(steps=1, lr=1e-2, checkpoint_steps=(0,), progress=False)
+    kw = dict(n_runs=3, config=cfg, seed=4)
     state = torch.get_rng_state()
-    result = train_runs(TiedMLP, loss_fn, batch_fn, batched=batched, **kw)
+    result = TRAINERS[batched](TiedMLP, loss_fn, batch_fn, **kw)
     assert torch.equal(torch.get_rng_state(), state)
     torch.manual_seed(999)  # another global state: the same initialisations
-    again = train_runs(TiedMLP, loss_fn, batch_fn, batched=batched, **kw)
+    again = TRAINERS[batched](TiedMLP, loss_fn, batch_fn, **kw)
     for r in range(3):
         torch.manual_seed(derive_seed(4, r, 0))
         expected = dict(TiedMLP().named_parameters())
@@ -137,7 +141,7 @@ def test_initialisation_is_the_runs_seed_alone_and_global_state_is_kept(batched)
 
 
 def test_same_seed_same_numbers_and_different_seed_differs():
-    kw = dict(n_runs=2, config=TrainConfig(steps=5, lr=1e-2), progress=False)
+    kw = dict(n_runs=2, config=TrainConfig(steps=5, lr=1e-2, progress=False))
     a = train_runs(TiedMLP, loss_fn, batch_fn, seed=1, **kw)
     b = train_runs(TiedMLP, loss_fn, batch_fn, seed=1, **kw)
     c = train_runs(TiedMLP, loss_fn, batch_fn, seed=2, **kw)
@@ -163,14 +167,13 @@ def test_generator_drives_random_batches_reproducibly():
         x = torch.randn(len(runs), 8, D_IN, generator=gen)
         return x, x.sum(-1, keepdim=True)
 
-    kw = dict(n_runs=3, config=TrainConfig(steps=4, lr=1e-2), seed=0, progress=False)
+    kw = dict(n_runs=3, config=TrainConfig(steps=4, lr=1e-2, progress=False), seed=0)
     a = train_runs(TiedMLP, loss_fn, random_batch, **kw)
     b = train_runs(TiedMLP, loss_fn, random_batch, **kw)
     assert torch.equal(a.loss, b.loss)
 
 
-@pytest.mark.parametrize("batched", [True, False])
-def test_non_finite_loss_stops_with_step_and_setting(batched):
+def test_non_finite_loss_stops_with_step_and_setting():
     def poisoned(step, runs, gen):
         x, y = batch_fn(step, runs, gen)
         if step == 3:
@@ -186,11 +189,8 @@ def test_non_finite_loss_stops_with_step_and_setting(batched):
             loss_fn,
             poisoned,
             n_runs=2,
-            config=TrainConfig(steps=6, lr=1e-2),
+            config=TrainConfig(steps=6, lr=1e-2, label="toy", progress=False),
             seed=0,
-            batched=batched,
-            label="toy",
-            progress=False,
         )
 
 
@@ -200,9 +200,8 @@ def test_progress_prints_text_lines(capsys):
         loss_fn,
         batch_fn,
         n_runs=2,
-        config=TrainConfig(steps=10, lr=1e-2, progress_updates=2),
+        config=TrainConfig(steps=10, lr=1e-2, progress_updates=2, label="demo"),
         seed=0,
-        label="demo",
     )
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
@@ -259,7 +258,6 @@ def test_train_runs_rejects_bad_arguments():
             n_runs=2,
             config=cfg,
             seed=0,
-            progress=False,
         )
 
 
@@ -268,17 +266,14 @@ def test_lr_scale_trains_each_run_at_its_own_rate_in_one_program(optimizer, both
     """Run r of one program with ``lr_scale`` is the ordinary run at ``lr_scale[r] * lr``."""
     cfg = CFG if optimizer == "adamw" else TrainConfig(
         steps=25, lr=1e-2, optimizer=optimizer, schedule="cosine", warmup_steps=3,
-        weight_decay=1e-2, checkpoint_steps=(0,),
+        weight_decay=1e-2, checkpoint_steps=(0,), progress=False,
     )  # fmt: skip
     scales = (1.0, 0.25, 3.0, 1.0)
-    kw = dict(n_runs=4, config=cfg, seed=5, progress=False)
-    batched = train_runs(TiedMLP, loss_fn, batch_fn, lr_scale=scales, **kw)
-    assert batched.lr_scale == scales
+    kw = dict(n_runs=4, seed=5)
+    batched = train_runs(TiedMLP, loss_fn, batch_fn, config=replace(cfg, lr_scale=scales), **kw)
+    assert batched.config.lr_scale == scales
     for r, s in enumerate(scales):
-        alone = train_runs(
-            TiedMLP, loss_fn, batch_fn, **{**kw, "config": replace(cfg, lr=cfg.lr * s)},
-            batched=False,
-        )  # fmt: skip
+        alone = train_looped(TiedMLP, loss_fn, batch_fn, config=replace(cfg, lr=cfg.lr * s), **kw)
         for name, value in batched.params.items():
             torch.testing.assert_close(value[r], alone.params[name][r], rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(batched.loss[r], alone.loss[r], rtol=1e-4, atol=1e-5)
@@ -295,10 +290,10 @@ def test_lr_scale_trains_each_run_at_its_own_rate_in_one_program(optimizer, both
 
 
 def test_lr_scale_is_per_run_in_the_loop_too():
-    kw = dict(n_runs=2, config=CFG, seed=5, progress=False, batched=False)
-    looped = train_runs(TiedMLP, loss_fn, batch_fn, lr_scale=[1.0, 2.0], **kw)
-    fast = train_runs(TiedMLP, loss_fn, batch_fn, **{**kw, "config": replace(CFG, lr=2 * CFG.lr)})
-    plain = train_runs(TiedMLP, loss_fn, batch_fn, **kw)
+    kw = dict(n_runs=2, seed=5)
+    looped = train_looped(TiedMLP, loss_fn, batch_fn, config=replace(CFG, lr_scale=(1, 2)), **kw)
+    fast = train_looped(TiedMLP, loss_fn, batch_fn, config=replace(CFG, lr=2 * CFG.lr), **kw)
+    plain = train_looped(TiedMLP, loss_fn, batch_fn, config=CFG, **kw)
     assert torch.equal(looped.loss[0], plain.loss[0])
     assert torch.equal(looped.loss[1], fast.loss[1])
     assert not torch.equal(looped.loss[1], plain.loss[1])
@@ -307,71 +302,52 @@ def test_lr_scale_is_per_run_in_the_loop_too():
 @pytest.mark.parametrize(
     ("lr_scale", "error", "match"),
     [
-        ([1.0, 2.0], ValueError, r"lr_scale must hold 3 numbers; got 2"),
+        ([1.0, 2.0], ValueError, r"config\.lr_scale must hold one factor per run \(3\); got 2"),
         ([1.0, 0.0, 1.0], ValueError, r"lr_scale\[1\] must lie in \(0\.0, inf\]; got 0\.0"),
         ([1.0, -1.0, 1.0], ValueError, r"lr_scale\[1\] must lie in"),
         ([1.0, float("nan"), 1.0], ValueError, r"lr_scale\[1\] must be finite"),
         ([1.0, "2", 1.0], TypeError, r"lr_scale\[1\] must be a real number"),
-        ("123", TypeError, r"lr_scale must be a sequence of 3 numbers"),
-        (2.0, TypeError, r"lr_scale must be a sequence of 3 numbers"),
-        (torch.ones(3, 1), ValueError, r"lr_scale must have shape \(3,\); got shape \(3, 1\)"),
+        ("123", TypeError, r"lr_scale must be a sequence of numbers"),
+        (2.0, TypeError, r"lr_scale must be a sequence of numbers"),
+        (torch.ones(3, 1), ValueError, r"lr_scale must be one-dimensional; got shape \(3, 1\)"),
     ],
 )
 def test_lr_scale_rejects_bad_factors(lr_scale, error, match):
     with pytest.raises(error, match=match):
-        train_runs(TiedMLP, loss_fn, batch_fn, n_runs=3, config=CFG, seed=0, lr_scale=lr_scale)
+        train_runs(TiedMLP, loss_fn, batch_fn, n_runs=3, config=replace(CFG, lr_scale=lr_scale),
+                   seed=0)  # fmt: skip
 
 
-def test_eval_data_gives_each_run_its_own_evaluation_set():
-    def eval_on(model, step, data):
-        x, y = data
-        return {"mse": ((model(x) - y) ** 2).mean()}
+def test_chunks_are_programs_of_consecutive_runs_with_their_own_data():
+    """chunk_size: the runs of each chunk as one program; initialisations as in one program
+    of all runs, the data of a chunk drawn from its own stream (as a shard's)."""
 
-    eval_data = (X_ALL[:3, :16], Y_ALL[:3, :16])  # (R, 16, D_IN), (R, 16, 1)
-    kw = dict(
-        n_runs=3,
-        config=TrainConfig(steps=6, lr=1e-2, eval_every=3),
-        seed=2,
-        eval_fn=eval_on,
-        eval_data=eval_data,
-        progress=False,
+    def random_batch(step, runs, gen):
+        x = torch.randn(len(runs), 8, D_IN, generator=gen)
+        return x, x.sum(-1, keepdim=True)
+
+    cfg = replace(CFG, lr_scale=(1.0, 2.0, 0.5))
+    whole = train_runs(TiedMLP, loss_fn, random_batch, n_runs=3, config=cfg, seed=5)
+    chunked = train_runs(
+        TiedMLP, loss_fn, random_batch, n_runs=3, config=replace(cfg, chunk_size=2), seed=5
     )
-    batched = train_runs(TiedMLP, loss_fn, batch_fn, **kw)
-    looped = train_runs(TiedMLP, loss_fn, batch_fn, batched=False, **kw)
-    assert batched.evals["mse"].shape == (3, 3)
-    torch.testing.assert_close(batched.evals["mse"], looped.evals["mse"], rtol=1e-4, atol=1e-6)
-    for r in range(3):
-        model = batched.module(r)
-        expected = eval_on(model, 6, (eval_data[0][r], eval_data[1][r]))["mse"].detach()
-        torch.testing.assert_close(batched.evals["mse"][r, -1], expected)
-    with pytest.raises(ValueError, match="eval_data must have leading dimension n_runs=2"):
-        train_runs(
-            TiedMLP,
-            loss_fn,
-            batch_fn,
-            n_runs=2,
-            config=TrainConfig(steps=1),
-            seed=0,
-            eval_fn=eval_on,
-            eval_data=eval_data,
-        )
-    with pytest.raises(ValueError, match="eval_data was given without an eval_fn"):
-        train_runs(
-            TiedMLP,
-            loss_fn,
-            batch_fn,
-            n_runs=3,
-            config=TrainConfig(steps=1),
-            seed=0,
-            eval_data=eval_data,
-        )
+    tail = train_runs(
+        TiedMLP, loss_fn, random_batch, n_runs=1, seed=5,
+        config=replace(CFG, first_run=2, lr_scale=(0.5,)),
+    )  # fmt: skip
+    for name, value in whole.params_at(0).items():
+        assert torch.equal(chunked.params_at(0)[name], value), name
+    assert torch.equal(chunked.loss[2], tail.loss[0])  # the last chunk is a shard of one run
+    assert not torch.equal(chunked.loss[1], whole.loss[1])  # other data in another program
+    assert chunked.loss.shape == (3, CFG.steps) and chunked.config.chunk_size == 2
 
 
 def test_shards_start_where_the_whole_sweep_starts():
     """first_run = offset: a shard initialises its runs as one call of all runs would."""
-    kw = dict(config=CFG, seed=5, progress=False)
-    whole = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=4, **kw)
-    shard = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=2, first_run=2, **kw)
+    whole = train_runs(TiedMLP, loss_fn, batch_fn, n_runs=4, config=CFG, seed=5)
+    shard = train_runs(
+        TiedMLP, loss_fn, batch_fn, n_runs=2, config=replace(CFG, first_run=2), seed=5
+    )
     for name, value in whole.params_at(0).items():
         assert torch.equal(shard.params_at(0)[name], value[2:]), name
     # batch_fn sees global run indices, so run 2 of the shard trains on run 2's data
@@ -381,12 +357,12 @@ def test_shards_start_where_the_whole_sweep_starts():
         loss_fn,
         lambda step, runs, gen: seen.append(runs.tolist()) or batch_fn(step, runs, gen),
         n_runs=2,
-        first_run=2,
-        **{**kw, "config": TrainConfig(steps=1)},
+        config=TrainConfig(steps=1, first_run=2, progress=False),
+        seed=5,
     )
     assert seen == [[2, 3]]
     with pytest.raises(ValueError, match="first_run must be >= 0"):
-        train_runs(TiedMLP, loss_fn, batch_fn, n_runs=1, first_run=-1, **kw)
+        replace(CFG, first_run=-1)
 
 
 def test_map_runs_evaluates_every_run_like_its_own_module(both):
@@ -424,14 +400,13 @@ def test_randomness_inside_a_model_is_seeded_and_the_global_state_restored():
     def loss(m, b):
         return (m(b) ** 2).mean()
 
-    cfg = TrainConfig(steps=3, lr=1e-2)
+    cfg = TrainConfig(steps=3, lr=1e-2, progress=False)
     for batched in (True, False):
         losses = []
         for disturb in (1, 7):
             torch.randn(disturb)  # a different global state before each call
             before = torch.get_rng_state().clone()
-            res = train_runs(Dropped, loss, batch, n_runs=2, config=cfg, seed=5,
-                             batched=batched, progress=False)  # fmt: skip
+            res = TRAINERS[batched](Dropped, loss, batch, n_runs=2, config=cfg, seed=5)
             assert torch.equal(before, torch.get_rng_state())
             losses.append(res.loss)
         assert torch.equal(losses[0], losses[1]), batched

@@ -41,7 +41,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..core.training import TrainConfig, TrainResult, train_runs
+from ..core.batched import TrainResult
+from ..core.train_config import TrainConfig
+from ..core.training import train_runs
 from ..core.validation import (
     as_tensor,
     check_fit,
@@ -813,14 +815,14 @@ def gd_with_trainer(
     def loss_fn(model: Any, b: dict[str, torch.Tensor]) -> torch.Tensor:
         return model(b["counts"], b["query"], b["y"], b["weights"])
 
-    config = TrainConfig(steps=steps, lr=lr, optimizer="sgd", progress_updates=2)
-    return train_runs(
-        lambda: AttentionMLE(E),
-        loss_fn,
-        batch_fn,
-        n_runs=R,
-        config=config,
-        seed=seed,
+    config = TrainConfig(
+        steps=steps,
+        lr=lr,
+        optimizer="sgd",
+        progress_updates=2,
         label="GD (train_runs)",
         progress=progress,
+    )
+    return train_runs(
+        lambda: AttentionMLE(E), loss_fn, batch_fn, n_runs=R, config=config, seed=seed
     )

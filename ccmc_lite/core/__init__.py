@@ -4,7 +4,9 @@ Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 :mod:`~ccmc_lite.core.seeding` (the ``seed`` convention), :mod:`~ccmc_lite.core.devices`
 (CPU by default, CUDA when present), :mod:`~ccmc_lite.core.profiles` (the ``book``/``paper``
 switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for all parts),
-:mod:`~ccmc_lite.core.training` (R independent runs as one batched program),
+:mod:`~ccmc_lite.core.train_config` (what a training call does),
+:mod:`~ccmc_lite.core.batched` (many runs of a model as one program, and their results),
+:mod:`~ccmc_lite.core.training` (the training loop: R independent runs at once),
 :mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package, and the
 sweeps that made them),
 :mod:`~ccmc_lite.core.snapshots` (chapters run at the paper profile: the numbers they quote),
@@ -22,6 +24,8 @@ from . import (
     devices,
     profiles,
     chains,
+    train_config,
+    batched,
     training,
     stored,
     snapshots,
@@ -35,6 +39,8 @@ from .seeding import *  # noqa: F403
 from .devices import *  # noqa: F403
 from .profiles import *  # noqa: F403
 from .chains import *  # noqa: F403
+from .train_config import *  # noqa: F403
+from .batched import *  # noqa: F403
 from .training import *  # noqa: F403
 from .stored import *  # noqa: F403
 from .snapshots import *  # noqa: F403
@@ -49,6 +55,8 @@ __all__ = [
     *devices.__all__,
     *profiles.__all__,
     *chains.__all__,
+    *train_config.__all__,
+    *batched.__all__,
     *training.__all__,
     *stored.__all__,
     *snapshots.__all__,

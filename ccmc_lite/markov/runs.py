@@ -10,6 +10,7 @@ own chain, with the low-variance loss :func:`ccmc_lite.markov.kernel_loss`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +19,12 @@ from typing import Any
 import torch
 from matplotlib.axes import Axes
 
+from ..core.batched import TrainResult
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
 from ..core.stored import check_task_args
-from ..core.training import TrainConfig, TrainResult, train_runs
+from ..core.train_config import TrainConfig
+from ..core.training import train_runs
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
@@ -29,7 +32,6 @@ from ..core.validation import (
     check_instance,
     check_int,
     check_model_tokens,
-    check_numbers,
     check_prob_vector,
     check_seed,
     check_size,
@@ -63,11 +65,14 @@ def markov_config(
     eval_every: int = 0,
     weight_decay: float = 1e-3,
     progress_updates: int = 4,
+    **bookkeeping: Any,
 ) -> TrainConfig:
     """The optimiser of Makkuva et al. (2024, Table 2): AdamW(0.9, 0.95), cosine schedule.
 
     Checkpoints are taken every ``eval_every`` steps (and at the first and last step) so
-    that :meth:`MarkovRuns.test_losses` can draw test-loss curves afterwards.
+    that :meth:`MarkovRuns.test_losses` can draw test-loss curves afterwards. Other
+    :class:`~ccmc_lite.core.TrainConfig` fields (``label``, ``chunk_size``, ``lr_scale``,
+    ``device``, ``progress``, ...) pass through ``bookkeeping``.
     """
     steps = check_size("steps", steps, minimum=1)
     eval_every = check_size("eval_every", eval_every, minimum=0)
@@ -82,6 +87,7 @@ def markov_config(
         eval_every=eval_every,
         checkpoint_steps=tuple(sorted(ckpts)),
         progress_updates=progress_updates,
+        **bookkeeping,
     )
 
 
@@ -157,15 +163,7 @@ def train_markov(
     config: TrainConfig,
     seed: int,
     batch_size: int,
-    label: str = "",
-    batched: bool = True,
-    progress: bool = True,
-    chunk_size: int | None = None,
-    device: torch.device | str | None = "cpu",
-    first_run: int = 0,
-    stop_after: int | None = None,
     start_from: MarkovTransformer | None = None,
-    lr_scale: Sequence[float] | torch.Tensor | None = None,
 ) -> MarkovRuns:
     """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
 
@@ -179,39 +177,20 @@ def train_markov(
         Options of :class:`~ccmc_lite.markov.MarkovTransformer`; ``K`` must
         match the kernels.
     config : TrainConfig
-        Optimiser settings (see :func:`markov_config` for the paper's).
+        The optimiser (:func:`markov_config` gives the paper's) and the call's bookkeeping:
+        ``label``, ``chunk_size`` (runs per program, where all of them do not fit in
+        memory), ``lr_scale`` (one factor per kernel, e.g. the learning-rate comparison of
+        Sec. 4 of Makkuva et al. as one program), ``device``, ``first_run`` (the index of
+        the first kernel's run in a larger sweep), ``stop_after`` and ``progress``.
     seed : int
         Base seed: run ``r`` is initialised with ``derive_seed(seed, r, 0)``.
     batch_size : int
         Sequences per run and step.
-    label : str
-        Names the experiment in progress lines and in the error raised on a non-finite loss.
-    batched : bool
-        ``False`` trains the same runs one after another (the benchmark baseline).
-    progress : bool
-        Print text progress lines.
-    chunk_size : int, optional
-        Train at most this many runs per batched program (consecutive chunks of runs). Every
-        run is initialised as in one program of all runs (``derive_seed(seed, r, 0)`` for
-        run ``r``); each chunk draws its data from its own stream. Only needed where one
-        program of all runs does not fit in memory; ``None``: one program.
-    device : optional
-        Where to train (``"cpu"`` default; ``None`` picks CUDA when available).
-    first_run : int
-        Index of the first kernel's run in a larger sweep (see
-        :func:`~ccmc_lite.core.train_runs`): run ``first_run + r`` keeps its initialisation
-        whichever shard trains it.
-    stop_after : int, optional
-        Train only this many updates of the schedule (a prefix; see ``train_runs``).
     start_from : MarkovTransformer, optional
         Start every run from a copy of this model's parameters instead of a random
         initialisation (e.g. from the unigram point ``θ_π`` of Makkuva et al. 2024,
         eq. (11), to see whether training leaves it); its options must equal
         ``model_options``. The runs then differ only in their data.
-    lr_scale : sequence of float, optional
-        One factor per kernel: run ``r`` trains with ``lr_scale[r] * config.lr`` in the same
-        program as the others (see :func:`~ccmc_lite.core.train_runs`), e.g. the
-        learning-rate comparison of Sec. 4 of Makkuva et al. (2024) as one program.
 
     Raises
     ------
@@ -222,13 +201,12 @@ def train_markov(
     if P.ndim != 3:
         raise ValueError(f"kernels must have shape (R, K, K); got {tuple(P.shape)}")
     check_instance("model_options", model_options, Mapping)
+    check_instance("config", config, TrainConfig)
     opts = check_model_options(model_options)
-    first_run = check_int("first_run", first_run, minimum=0)
     if opts["K"] != P.shape[-1]:
         raise ValueError(f"model_options K={opts['K']} does not match kernels with K={P.shape[-1]}")
     batch_size = check_size("batch_size", batch_size, minimum=1)
-    N = opts["N"]
-    P32 = P.to(torch.float32)
+    N, first_run = opts["N"], config.first_run
     pi = stationary_distribution(P)  # (R, K): each chain starts at its stationary law
 
     if start_from is not None:
@@ -250,53 +228,17 @@ def train_markov(
         idx = runs.cpu() - first_run  # (R,) global run indices -> rows of the kernels
         return sample_chains(P[idx], batch_size, N + 1, generator=gen, init=pi[idx])
 
-    setting = f"{label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})".strip()
-    R = int(P.shape[0])
-    size = R if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
-    if lr_scale is not None:
-        lr_scale = check_numbers("lr_scale", lr_scale, R)
-    parts = []
-    for start in range(0, R, size):
-        stop = min(start + size, R)
-        parts.append(
-            train_runs(
-                make_model,
-                next_token_loss,
-                batch_fn,
-                n_runs=stop - start,
-                config=config,
-                seed=seed,
-                first_run=first_run + start,
-                stop_after=stop_after,
-                batched=batched,
-                label=setting if size >= R else f"{setting} [runs {start}-{stop - 1}]",
-                progress=progress,
-                device=device,
-                lr_scale=None if lr_scale is None else lr_scale[start:stop],
-            )
-        )
-    result = parts[0] if len(parts) == 1 else _concatenate(parts)
-    return MarkovRuns(result=result, kernels=P32, options=opts, batch_size=batch_size)
-
-
-def _concatenate(parts: list[TrainResult]) -> TrainResult:
-    """Stack the runs of several :class:`TrainResult` objects (same config) along axis 0."""
-
-    def cat(dicts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        return {k: torch.cat([d[k] for d in dicts]) for k in dicts[0]}
-
-    return TrainResult(
-        params=cat([p.params for p in parts]),
-        buffers=cat([p.buffers for p in parts]) if parts[0].buffers else {},
-        loss=torch.cat([p.loss for p in parts]),
-        grad_norm=torch.cat([p.grad_norm for p in parts]),
-        eval_steps=parts[0].eval_steps,
-        evals=cat([p.evals for p in parts]) if parts[0].evals else {},
-        checkpoints={s: cat([p.checkpoints[s] for p in parts]) for s in parts[0].checkpoints},
-        seconds=sum(p.seconds for p in parts),
-        config=parts[0].config,
-        template=parts[0].template,
-        lr_scale=None if parts[0].lr_scale is None else sum((p.lr_scale or () for p in parts), ()),
+    setting = f"{config.label} (K={opts['K']}, d={opts['d']}, N={N}, tied={opts['tied']})"
+    result = train_runs(
+        make_model,
+        next_token_loss,
+        batch_fn,
+        n_runs=int(P.shape[0]),
+        config=dataclasses.replace(config, label=setting.strip()),
+        seed=seed,
+    )
+    return MarkovRuns(
+        result=result, kernels=P.to(torch.float32), options=opts, batch_size=batch_size
     )
 
 
@@ -541,21 +483,18 @@ def sweep_task(
         "layer_norm": settings.get("layer_norm", False),
         "activation": settings.get("activation", "relu"),
     }
-    result = train_markov(
-        kernels,
-        model_options=options,
-        config=markov_config(
-            steps,
-            lr=settings["lr"],
-            eval_every=eval_every,
-            weight_decay=settings.get("weight_decay", 1e-3),
-        ),
-        seed=seed,
-        batch_size=settings["batch"],
+    config = markov_config(
+        steps,
+        lr=settings["lr"],
+        eval_every=eval_every,
+        weight_decay=settings.get("weight_decay", 1e-3),
         progress=False,
         device=device,
         first_run=first_run,
         stop_after=settings.get("stop_after"),
+    )
+    result = train_markov(
+        kernels, model_options=options, config=config, seed=seed, batch_size=settings["batch"]
     )
     head = min(int(settings.get("head", 20)), result.result.loss.shape[1])
     out: dict[str, Any] = {

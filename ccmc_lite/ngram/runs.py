@@ -25,7 +25,8 @@ import torch
 from numpy.typing import ArrayLike
 
 from ..core.stored import check_task_args
-from ..core.training import TrainConfig, train_runs
+from ..core.train_config import TrainConfig
+from ..core.training import train_runs
 from ..core.validation import (
     as_tensor,
     check_choice,
@@ -184,6 +185,10 @@ def sweep_task(
         betas=(0.9, 0.999),
         eval_every=eval_every,
         checkpoint_steps=() if prefix else tuple(range(0, steps + 1, ck_every)),
+        first_run=first_run,
+        stop_after=stop_after,
+        device=device,
+        progress=False,
     )
     result = train_runs(
         lambda: SimplifiedTransformer(S, T, heads),
@@ -193,10 +198,6 @@ def sweep_task(
         config=config,
         seed=seed,
         eval_fn=eval_fn,
-        progress=False,
-        device=device,
-        first_run=first_run,
-        stop_after=stop_after,
     )
     out = _loss_summary(result, head, None if prefix else eval_every)
     if prefix:
@@ -344,6 +345,10 @@ def attention_only_task(
         weight_decay=wd,
         eval_every=eval_every,
         checkpoint_steps=() if prefix else tuple(range(0, steps + 1, ck_every)),
+        first_run=first_run,
+        stop_after=stop_after,
+        device=device,
+        progress=False,
     )
     result = train_runs(
         lambda: AttentionOnlyTransformer(S, T, heads, embedding=embedding),
@@ -353,10 +358,6 @@ def attention_only_task(
         config=config,
         seed=seed,
         eval_fn=eval_fn,
-        progress=False,
-        device=device,
-        first_run=first_run,
-        stop_after=stop_after,
     )
     out = _loss_summary(result, head, None if prefix else eval_every)
     if prefix:
@@ -441,6 +442,10 @@ def plateau_task(
         optimizer="adam",
         betas=(0.9, 0.999),
         checkpoint_steps=() if prefix else tuple(range(0, steps + 1, ck_every)),
+        first_run=first_run,
+        stop_after=stop_after,
+        device=device,
+        progress=False,
     )
     result = train_runs(
         lambda: SimplifiedTransformer(S, T, heads),
@@ -449,10 +454,6 @@ def plateau_task(
         n_runs=len(runs),
         config=config,
         seed=seed,
-        progress=False,
-        device=device,
-        first_run=first_run,
-        stop_after=stop_after,
     )
     out = _loss_summary(result, head, None if prefix else ck_every)
     if prefix:
