@@ -2,15 +2,18 @@
 """Project tasks for ccmc_lite. Needs only Python >= 3.10 (3.11 recommended) and this repo.
 
     python3 dev.py book     build the whole book into _build/html (executes every chapter)
-    python3 dev.py test     run every test: unit, property, minimum versions, chapters and
-                            student notebooks in a reader's environment, -W build, browser,
-                            Binder landing (the tests create _build/venvs/{reader,floor,binder})
+    python3 dev.py test     lint (see ``lint``) and every test: unit, property, minimum
+                            versions, chapters and student notebooks in a reader's environment,
+                            -W build, browser, Binder landing (the tests create
+                            _build/venvs/{reader,floor,binder})
     python3 dev.py bench    run the benchmark scripts and write benchmarks/results.json
     python3 dev.py paper-runs [NAMES]  re-run experiments at the papers' settings (stored files)
     python3 dev.py paper-chapters [CHAPTERS]  run chapters at the paper profile (stored snapshots)
     python3 dev.py gpu-runs [NAMES]  on a CUDA machine: stored sweeps re-run on the GPU, and
                             the Fig. 4 grid's step timed there (files shipped with the package)
     python3 dev.py fmt [--check]  format the chapters' code cells (ruff, 88 columns)
+    python3 dev.py lint     ruff, ruff format, the chapters' code cells and mypy: the first
+                            step of ``test`` (and the pre-commit hooks)
     python3 dev.py student  student notebooks (no solutions, no outputs) from the built book's
                             published notebooks to student_notebooks/ (standard library only)
     python3 dev.py lock     re-pin requirements/lock.txt from the current .venv
@@ -29,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import venv
 from pathlib import Path
@@ -237,6 +241,43 @@ def start_test_environments() -> subprocess.Popen:
         )
 
 
+#: The lint step of ``dev.py test`` (and of ``.pre-commit-config.yaml``): style, formatting,
+#: the chapters' code cells and types. Each entry: name, command (run at the repository root).
+LINT_STEPS: tuple[tuple[str, list[str | Path]], ...] = (
+    ("ruff check", [BIN / "ruff", "check", "."]),
+    ("ruff format", [BIN / "ruff", "format", "--check", "."]),
+    ("chapters' code", [PY, "book/_ext/chapter_code.py", "--check"]),
+    ("mypy", [PY, "-m", "mypy"]),
+)
+
+
+def lint(report: list[str] | None = None) -> list[str]:
+    """Run every lint step (all of them, even after a failure); return the failed ones' names.
+
+    A line per step, and a failed step's output, are printed, or appended to ``report``.
+    """
+    lines = [] if report is None else report
+    failed = []
+    for name, cmd in LINT_STEPS:
+        done = subprocess.run(
+            [str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            failed.append(name)
+            lines.append(done.stdout + done.stderr)
+        lines.append(f"[dev] lint: {name}: {'failed' if done.returncode else 'clean'}")
+        if report is None:
+            print("\n".join(lines), flush=True)
+            lines.clear()
+    return failed
+
+
+def cmd_lint(args: list[str]) -> None:
+    ensure_env()
+    if lint():
+        sys.exit(1)
+
+
 def cmd_test(args: list[str]) -> None:
     # The unit tests, two notebook kernels and the floor run share the machine's cores: one
     # torch/BLAS thread per process, as the kernels already have. Two threads in the pytest
@@ -248,11 +289,19 @@ def cmd_test(args: list[str]) -> None:
     ensure_env()
     os.environ["CCMC_CHROMIUM"] = ensure_chromium()
     start = time.perf_counter()
+    failed: list[str] = []
+    report: list[str] = []
+    linting = threading.Thread(target=lambda: failed.extend(lint(report)), name="lint")
+    linting.start()  # step 1, beside the tests: ruff, the chapters' code cells, mypy
     try:
-        run([PY, "-m", "pytest", *args])
+        run([PY, "-m", "pytest", *args])  # step 2: every test
     finally:
         background.wait()
+        linting.join()
+        print("\n".join(report), flush=True)
     say(f"tests finished in {time.perf_counter() - start:.0f} s")
+    if failed:
+        sys.exit(f"[dev] lint failed: {', '.join(failed)}")
 
 
 def cmd_bench(args: list[str]) -> None:
@@ -337,6 +386,7 @@ COMMANDS = {
     "gpu-runs": cmd_gpu_runs,
     "student": cmd_student,
     "fmt": cmd_fmt,
+    "lint": cmd_lint,
     "lock": cmd_lock,
     "env": cmd_env,
 }

@@ -558,7 +558,7 @@ def shown_cells(chapter: Path, solutions: bool = True) -> list:
     ``remove-cell`` cells); with ``solutions=False``, less the solutions, as in the student
     notebook. The build writes the published notebooks from the resolved pages; the tests
     execute these cells before the build exists, and check after it that the code cells
-    are the same (``tests/test_published_notebooks.py``).
+    are the same (``tests/book/test_published_notebooks.py``).
     """
     import jupytext
 

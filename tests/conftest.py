@@ -34,7 +34,7 @@ settings.register_profile(
     "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("explore", deadline=None, max_examples=500)
-# The minimum-versions run (tests/test_floor.py) checks that the API works at the lower bounds;
+# The minimum-versions run (tests/book/test_floor.py) checks that the API works at the lower bounds;
 # a few examples per property are enough there.
 settings.register_profile(
     "floor",
@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=rank)  # stable: keeps file order within each group
 
 
-#: The module of tests/test_floor.py once its background runs were started.
+#: The module of tests/book/test_floor.py once its background runs were started.
 FLOOR_MODULES: list = []
 
 
@@ -85,7 +85,7 @@ def pytest_collection_finish(session):
     floor = next((i for i in session.items if i.get_closest_marker("floor")), None)
     if floor is not None and early:
         FLOOR_MODULES.append(floor.module)
-        floor.module.start_floor_runs()  # the floor's subprocesses too (tests/test_floor.py)
+        floor.module.start_floor_runs()  # the floor's subprocesses too (tests/book/test_floor.py)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -131,7 +131,7 @@ def book_build():
     """The book's ``-W -n`` build, running in the background (``book_tools.start_book_build``).
 
     It starts as soon as every chapter of the notebook pool has run, or here at the latest.
-    :func:`built_book` waits for it. The Binder test (``tests/test_binder.py``, which runs
+    :func:`built_book` waits for it. The Binder test (``tests/book/test_binder.py``, which runs
     before the browser tests) drives JupyterLab while Sphinx works.
     """
     yield book_tools.start_book_build()

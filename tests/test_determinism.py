@@ -52,7 +52,7 @@ def _run() -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-# Two fresh interpreters, ~11 s: "slow", so the floor run (tests/test_floor.py) skips it.
+# Two fresh interpreters, ~11 s: "slow", so the floor run (tests/book/test_floor.py) skips it.
 @pytest.mark.slow
 def test_same_seed_gives_identical_bits_in_two_fresh_processes() -> None:
     first, second = _run(), _run()

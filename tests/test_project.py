@@ -237,30 +237,38 @@ def test_required_layout_exists():
         assert (ROOT / name).exists(), name
 
 
-def test_ruff_is_clean():
-    ruff = Path(sys.executable).with_name("ruff")
-    for args in (["check", "."], ["format", "--check", "."]):
-        proc = subprocess.run([str(ruff), *args], cwd=ROOT, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_mypy_is_clean():
-    """The package type-checks under the [tool.mypy] settings of pyproject.toml.
-
-    Those settings require an annotation on every function (``disallow_untyped_defs``) and
-    check the bodies; the test fails on any error, so an unannotated or mistyped public
-    function cannot land.
-    """
+def test_lint_step_checks_style_formatting_chapters_and_types():
+    """``dev.py test`` lints first (beside the tests): ruff, ruff format, the chapters' code
+    cells and mypy under pyproject's strict settings (an annotation on every function)."""
+    dev = dev_module()
+    names = [name for name, _ in dev.LINT_STEPS]
+    assert names == ["ruff check", "ruff format", "chapters' code", "mypy"]
+    commands = {name: " ".join(map(str, cmd)) for name, cmd in dev.LINT_STEPS}
+    assert commands["ruff format"].endswith("format --check .")
+    assert commands["mypy"].endswith("-m mypy")
     config = _pyproject()["tool"]["mypy"]
     assert config["disallow_untyped_defs"] and config["check_untyped_defs"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", "/dev/null"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr
-    assert "Success: no issues found" in proc.stdout
+    assert config["files"] == ["ccmc_lite", "tools"]
+
+
+def test_lint_runs_every_step_and_names_the_ones_that_fail(monkeypatch):
+    dev = dev_module()
+    ok, bad = [sys.executable, "-c", "print('fine')"], [sys.executable, "-c", "exit('E999 x')"]
+    monkeypatch.setattr(dev, "LINT_STEPS", (("first", bad), ("second", ok), ("third", bad)))
+    report: list[str] = []
+    assert dev.lint(report) == ["first", "third"]  # a failure does not stop the others
+    assert "[dev] lint: second: clean" in report and any("E999 x" in r for r in report)
+
+
+def test_pre_commit_hooks_are_the_lint_steps():
+    dev = dev_module()
+    hooks = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    assert [h["name"] for h in hooks] == [name for name, _ in dev.LINT_STEPS]
+    for hook, (_, cmd) in zip(hooks, dev.LINT_STEPS, strict=True):
+        expected = " ".join(str(Path(c).relative_to(ROOT)) if str(c).startswith(str(ROOT))
+                            else str(c) for c in cmd)  # fmt: skip
+        assert hook["entry"] == expected, (hook["entry"], expected)
+        assert hook["language"] == "system" and hook["pass_filenames"] is False
 
 
 def test_every_part_is_in_the_api_page():

@@ -31,35 +31,16 @@ from book_tools import (
 
 pytestmark = pytest.mark.floor
 
-#: Test files that check the book's tooling or environments rather than the package, or
-#: nothing that depends on a runtime dependency's version.
-NOT_UNIT = (
-    "test_binder.py",
-    "test_book.py",
-    "test_chapters.py",
-    "test_floor.py",
-    "test_kernel_polling.py",
-    "test_project.py",
-    "test_reader_env.py",
-    "test_student_chapters.py",
-    # The checkers' contract (every checker misused nine ways) and the time limits on a
-    # learner's code test the checking machinery's control flow. Its comparisons, which use
-    # numpy and torch, run at the floor in each part's exercise tests (every checker, right
-    # and wrong answers).
-    "test_checking_student.py",
-    "test_exercises_contract.py",
-    # The evidence layer's tooling (stored runs, sweeps, snapshots, the replay cache, cost
-    # models, the allocator), the bad-input fuzzing and the run-twice determinism check: the
-    # reader's runtime does not depend on them, and the main run covers them.
-    "test_allocator.py",
-    "test_costs.py",
-    "test_determinism.py",
-    "test_fuzz.py",
-    "test_replay.py",
-    "test_snapshots.py",
-    "test_stored_runs.py",
-    "test_sweeps.py",
-)
+#: The runtime package's tests, one folder per subpackage, and its layout rules. Not here: the
+#: book's and the tools' tests (tests/book, tests/tools), the bad-input fuzzing and the
+#: run-twice determinism check: the reader's runtime does not depend on them, and the main run
+#: covers them.
+UNIT_PATHS = ("core", "ccmc", "markov", "ngram", "lens", "test_architecture.py")
+#: The checkers' contract (every checker misused nine ways) and the time limits on a learner's
+#: code test the checking machinery's control flow. Its comparisons, which use numpy and
+#: torch, run at the floor in each part's exercise tests (every checker, right and wrong
+#: answers).
+NOT_UNIT = ("core/test_checking_student.py", "core/test_exercises_contract.py")
 #: Floors that the locally installable torch lifts above the declared bound.
 RAISED_BY_TORCH = {"sympy"}
 #: A chapter whose explorer is an ``ipywidgets.interact``: notebook execution, figures and the
@@ -102,8 +83,9 @@ def test_the_floor_environment_has_the_lower_bounds(floor_python):
 def _unit_command(python) -> list[str]:
     ignore = [f"--ignore=tests/{name}" for name in NOT_UNIT]
     marks = "not (chapter or student or book or binder or floor or reader or slow)"
+    paths = [f"tests/{name}" for name in UNIT_PATHS]
     return [str(python), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", marks,
-            *ignore, "tests"]  # fmt: skip
+            *ignore, *paths]  # fmt: skip
 
 
 DRIVER = """

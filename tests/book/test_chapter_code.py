@@ -12,7 +12,7 @@ from pathlib import Path
 import jupytext
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import booktools  # noqa: E402

@@ -21,7 +21,7 @@ from ccmc_lite import glue
 from ccmc_lite.core import ChapterSnapshot, glued_values, load_snapshot
 from ccmc_lite.core.snapshots import snapshot_names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import booktools  # noqa: E402
 import chapter_code  # noqa: E402

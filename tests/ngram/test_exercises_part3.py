@@ -137,7 +137,7 @@ def test_stage_offsets_are_read_from_the_heads_not_the_loss(capsys):
 
 
 def test_the_chapter_shows_the_stage_cases_the_checker_uses():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     text = (root / "book" / "part3" / "03_stagewise_training.md").read_text(encoding="utf-8")
     rows = re.findall(
         r"^\| (\d) \| ([\d.]+) \| ([\d.]+), ([\d.]+) \| ([\d.]+), ([\d.]+) \|$", text, re.M

@@ -97,7 +97,7 @@ def server(built_book):
 @pytest.fixture(scope="module")
 def browser():
     """Headless Chromium for this module's tests; closed when the module ends, because the
-    Binder test (tests/test_binder.py) starts its own Playwright, and two sync Playwright
+    Binder test (tests/book/test_binder.py) starts its own Playwright, and two sync Playwright
     instances cannot run at once in one process."""
     from playwright.sync_api import sync_playwright
 

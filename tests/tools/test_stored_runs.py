@@ -25,7 +25,7 @@ from tools import paper_runs
 from tools.stored import machine_description
 from tools.sweeps import run_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TASK = "ccmc_lite.ngram.runs:sweep_task"
 MARKOV_TASK = "ccmc_lite.markov.runs:sweep_task"
 TINY = dict(S=3, n=3, T=8, alpha=0.5, heads=2, steps=8, lr=0.01, batch=4, test_sequences=16)
@@ -324,7 +324,7 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
         assert stored.shared["eval_steps"][-1] == st["steps"]
 
 
-# The Fig. 4 prefix trains for ~7 s: "slow", so the floor run (tests/test_floor.py) skips it;
+# The Fig. 4 prefix trains for ~7 s: "slow", so the floor run (tests/book/test_floor.py) skips it;
 # it checks torch's arithmetic, which the floor does not change (torch is its exception).
 @pytest.mark.parametrize(
     "name", ["p3_stagewise_paper", pytest.param("p2_fig4_paper", marks=pytest.mark.slow)]
