@@ -681,7 +681,6 @@ def build_table() -> list[Entry]:
             path=a(str(Path(tempfile.mkdtemp()) / "s.json")),
         )
     )
-    add(E("core.snapshot_names"))
     add(E("core.Claims", a({"claim": (True, False)}, "obj")))
     add(
         E(
@@ -702,7 +701,6 @@ def build_table() -> list[Entry]:
     add(E("core.plot_runs", a("skip", "obj", "ax"), a(xs), a(xs), label="bad only"))
     add(E("core.use_book_style"))
     add(E("core.glue", a("fuzz_key"), a(1.0), display=a(False, "bool")))
-    add(E("core.in_book_build"))
     add(E("core.glued_values"))
     # --- ccmc (Part I)
     add(E("ccmc.PromptData", a(pop.counts), a(pop.query), a(pop.y), a(pop.weights), a(3)))
@@ -716,15 +714,6 @@ def build_table() -> list[Entry]:
             variant=a("self", "choice"),
         )
     )
-    counts = ccmc.token_counts(X, 3)
-    add(
-        E(
-            "ccmc.ccmc_distribution_from_counts",
-            a(P3, "stoch"),
-            a(counts, "array", "counts", shape=False),
-            a(0, "count", "query", huge=False),
-        )
-    )
     # A prompt on tokens {0, 1} ending in 1, and a P with P[1, 0] = P[1, 1] = 0: the CCMC
     # transition (Def. 2.1) has no mass to normalise, which each function must say.
     Xu = [0, 0, 1, 1, 1]
@@ -732,7 +721,6 @@ def build_table() -> list[Entry]:
     seed0 = {"seed": a(0)}
     for name, rest, kw in (
         ("ccmc.ccmc_distribution", [a(Xu)], {}),
-        ("ccmc.ccmc_distribution_from_counts", [a(ccmc.token_counts(Xu, 3)), a(1)], {}),
         ("ccmc.log_likelihood", [a(ccmc.population_data(P3, [Xu, [0, 1, 2]]))], {}),
         ("ccmc.population_data", [a([Xu, [0, 1, 2]])], {}),
         (
@@ -745,10 +733,8 @@ def build_table() -> list[Entry]:
         ("ccmc.draw_collapse", [a(Xu), a(30)], seed0),
     ):
         add(E(name, a(P3, "undefined", P=Pu), *rest, label="undefined", **kw))
-    add(E("ccmc.check_prompt_tokens", a("v"), a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.check_transition", a(P3, "stoch")))
     add(E("ccmc.frequencies", a(X, "tokens", K=3), a(3, "int", huge=False)))
-    add(E("ccmc.token_counts", a(X, "tokens", K=3), a(3, "int", huge=False)))
     add(E("ccmc.log_likelihood", a(P3, "stoch"), a(pop, "obj", "data"), allow=("inf",)))
     add(E("ccmc.population_data", a(P3, "stoch"), a(prompts, "obj", "prompts")))
     add(
@@ -849,8 +835,7 @@ def build_table() -> list[Entry]:
             a(X, "tokens", K=3),
         )
     )
-    for f in ("subspace_basis", "subspace_projectors", "tied_classifier"):
-        add(E(f"ccmc.{f}", a(E3, "array", "E")))
+    add(E("ccmc.subspace_basis", a(E3, "array", "E")))
     add(E("ccmc.transition_from_weights", a(W3, "array", "W", shape=False), a(E3, "array", "E")))
     add(E("ccmc.weights_from_logits", a(W3, "array", "Theta", shape=False), a(E3, "array", "E")))
     add(E("ccmc.weights_from_transition", a(P3, "stoch"), a(E3, "array", "E")))
@@ -859,9 +844,7 @@ def build_table() -> list[Entry]:
     )
     add(E("ccmc.to_column_stochastic", a(P3, "stoch"), atol=a(1e-6, "pos")))
     add(E("ccmc.from_one_based", a([1, 2, 3], "array", "tokens", shape=False)))
-    add(E("ccmc.to_one_based", a([0, 1, 2], "array", "tokens", shape=False)))
     rep = ccmc.coverage_report(prompts, 3)
-    add(E("ccmc.cooccurrence_graphs", a(prompts, "obj", "prompts"), a(3, "int")))
     add(
         E(
             "ccmc.coverage_report",
@@ -929,7 +912,7 @@ def build_table() -> list[Entry]:
             seed=a(0, "seed"),
         )
     )
-    for f in ("gradient", "hessian_on_subspace", "hessian_weights", "nll"):
+    for f in ("gradient", "hessian_on_subspace", "nll"):
         add(
             E(
                 f"ccmc.{f}",
@@ -939,7 +922,6 @@ def build_table() -> list[Entry]:
             )
         )
     add(E("ccmc.hessian_logits", a(W3, "array", "Theta", shape=False), a(pop, "obj", "data")))
-    add(E("ccmc.nll_logits", a(W3, "array", "Theta", shape=False), a(pop, "obj", "data")))
     add(E("ccmc.binary_collapse_chain", a(0.3, "prob")))
     add(E("ccmc.collapse_explorer", label="widget"))
     add(E("ccmc.collapse_exponent", a(0.3, "prob")))
@@ -949,14 +931,6 @@ def build_table() -> list[Entry]:
     times = torch.arange(1, freqs.shape[1] + 1, dtype=torch.float64)
     freqs = (freqs + 0.01) / 1.03
     m_fixed = ccmc.fixed_point(P3, p3, steps=10)
-    add(
-        E(
-            "ccmc.fit_decay_exponents",
-            a(times, "array", "times", shape=False),
-            a(freqs, "array", "freqs", shape=False),
-            t_min=a(2.0, "nonneg"),
-        )
-    )
     add(
         E(
             "ccmc.compare_decay_exponents",
@@ -1003,7 +977,6 @@ def build_table() -> list[Entry]:
     add(E("ccmc.stationary_of_reweighted", a(P3, "stoch"), a(p3, "weights", "m")))
     add(E("ccmc.zero_diagonal", a(P3, "stoch")))
     # --- markov (Part II)
-    add(E("markov.binary_entropy", a(0.3, "prob")))
     add(E("markov.binary_entropy_rate", a(0.3, "prob"), a(0.4, "prob")))
     add(E("markov.binary_kernel", a(0.3, "prob"), a(0.4, "prob")))
     add(E("markov.check_kernel", a(P2, "stoch")))
@@ -1032,7 +1005,6 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("markov.build_model", K=a(2, "int", min=2), d=a(4, "int"), N=a(8, "int")))
-    add(E("markov.model_factory", K=a(2, "int", min=2), d=a(4, "int"), N=a(8, "int")))
     add(E("markov.check_model_options", a({"K": 2, "d": 4, "N": 8}, "obj", "options")))
     q = torch.randn(2, 8, 4)
     add(
@@ -1100,7 +1072,6 @@ def build_table() -> list[Entry]:
         )
     )
     add(E("markov.low_rank_summary", a(model, "obj", "model")))
-    add(E("markov.param_layout", a(model, "obj", "model")))
     add(
         E(
             "markov.population_hessian",
@@ -1355,15 +1326,6 @@ def build_table() -> list[Entry]:
     )
     add(
         E(
-            "ngram.subset_counts",
-            a(tok, "tokens", K=3),
-            a(3, "int", min=2),
-            a([1]),
-            chunk=a(64, "int", huge=False),
-        )
-    )
-    add(
-        E(
             "ngram.subset_estimator",
             a(tok, "tokens", K=3),
             a(3, "int", min=2),
@@ -1392,13 +1354,6 @@ def build_table() -> list[Entry]:
     nan_K2[0, 0] = math.nan
     masked = torch.randn(2, 4, 4)
     masked[0, 2, :3] = -math.inf  # query 2 of the first map: every key j <= 2 masked
-    add(
-        E(
-            "ngram.causal_softmax",
-            a(torch.randn(2, 4, 4), "array", "scores", shape=False),
-            cases=[("degenerate", "a fully masked row", {0: masked}, "raise")],
-        )
-    )
     add(E("ngram.construction_limit", a(tok, "tokens", K=3), a(3, "int", min=2), a((1, None))))
     add(E("ngram.first_layer_attention", a(torch.randn(4, 4), "array", "A1", shape=False)))
     add(
@@ -1470,26 +1425,6 @@ def build_table() -> list[Entry]:
             a(1, "count"),
         )
     )
-    cc = np.array([1.0, 2.0, 3.0])
-    add(
-        E(
-            "ngram.fit_theorem42",
-            a(cc, "array", "c", shape=False),
-            a(cc + 5, "array", "T", shape=False),
-            a(cc / 10, "array", "stat", shape=False),
-            a(cc / 100, "array", "grad_norm", shape=False),
-        )
-    )
-    add(
-        E(
-            "ngram.theorem42_trend",
-            a(1.0, "pos", "c"),
-            a(8.0, "pos", "T"),
-            a(0.1, "nonneg", "stat"),
-            a(1.0, "real", "a"),
-            a(1.0, "real", "b"),
-        )
-    )
     for f in ("flat_gradient", "gradient_blocks", "gradient_norm", "lemma31_gradient"):
         add(
             E(
@@ -1558,14 +1493,6 @@ def build_table() -> list[Entry]:
             a(gl, "array", "loss", shape=False),
             window=a(5, "int"),
             min_length=a(5, "int"),
-        )
-    )
-    add(
-        E(
-            "ngram.escape_step",
-            a(loss1, "array", "loss", shape=False),
-            a(0.75, "real", "level"),
-            window=a(1, "int"),
         )
     )
     A1s = torch.rand(3, 1, 2, 6, 6)
@@ -2116,7 +2043,7 @@ def run_entry(
         if families is not None and family not in families:
             continue
         names = (pname, *arg.names)
-        if entry.name.startswith(("core.check_", "core.as_tensor", "ccmc.check_prompt_tokens")):
+        if entry.name.startswith(("core.check_", "core.as_tensor")):
             names = (*names, "v")  # the checks name the value by their first argument
         overrides = where if isinstance(where, dict) else {where: bad}
         dtypes: tuple[Any, ...] = (None,)

@@ -50,8 +50,6 @@ __all__ = [
     "random_embeddings",
     "self_attention",
     "subspace_basis",
-    "subspace_projectors",
-    "tied_classifier",
     "transition_from_weights",
     "weights_from_logits",
     "weights_from_transition",
@@ -107,7 +105,7 @@ def _check_W(W: Any, d: int, *, name: str = "W", batched: bool = False) -> torch
     return W
 
 
-def tied_classifier(E: Any) -> torch.Tensor:
+def _tied_classifier(E: Any) -> torch.Tensor:
     """The linear head :math:`C = (EE^\\top)^{-1}E` with :math:`CE^\\top = I_K` (Assumption 2.3).
 
     Parameters
@@ -287,7 +285,7 @@ def next_token_distribution(
     X : array-like
         ``(L,)`` or ``(B, L)`` prompts.
     C : array-like, optional
-        ``(K, d)`` head with ``C Eᵀ = I`` (default :func:`tied_classifier`); with
+        ``(K, d)`` head with ``C Eᵀ = I`` (default: the pseudo-inverse of ``E``); with
         positional embeddings it must also satisfy ``C Uᵀ = 0`` (Assumption A.1).
     variant : str
         ``"self"`` or ``"cross"``.
@@ -307,7 +305,7 @@ def next_token_distribution(
     """
     variant = check_choice("variant", variant, VARIANTS)
     E = check_embeddings(E)
-    C = tied_classifier(E) if C is None else as_tensor("C", C, dtype=torch.float64, ndim=2)
+    C = _tied_classifier(E) if C is None else as_tensor("C", C, dtype=torch.float64, ndim=2)
     if C.shape != E.shape:
         raise ValueError(f"C must have shape {tuple(E.shape)} like E; got {tuple(C.shape)}")
     K = E.shape[0]
@@ -370,7 +368,7 @@ def transition_from_weights(W: Any, E: Any) -> torch.Tensor:
     return torch.softmax(logits_from_weights(W, E), dim=-1)
 
 
-def subspace_projectors(E: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def _subspace_projectors(E: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """Projectors ``(Π_D, Π_R)`` with :math:`\\Pi_{\\mathcal S_E}(W) = \\Pi_D W \\Pi_R` (Def. 2.4).
 
     :math:`\\mathcal S_E = \\operatorname{span}\\{(e_i-e_j)e_k^\\top\\}` is the tensor product
@@ -411,7 +409,7 @@ def project_onto_subspace(W: Any, E: Any) -> torch.Tensor:
     Tensor
         ``(..., d, d)``.
     """
-    Pi_D, Pi_R = subspace_projectors(E)
+    Pi_D, Pi_R = _subspace_projectors(E)
     W = _check_W(W, Pi_D.shape[0], batched=True)
     return Pi_D @ W @ Pi_R
 
@@ -431,7 +429,7 @@ def subspace_basis(E: Any) -> torch.Tensor:
     """
     E = check_embeddings(E)
     K = E.shape[0]
-    Pi_D, Pi_R = subspace_projectors(E)
+    Pi_D, Pi_R = _subspace_projectors(E)
     # eigenvectors of the projectors with eigenvalue 1 span D and R
     _, vd = torch.linalg.eigh(Pi_D)
     _, vr = torch.linalg.eigh(Pi_R)

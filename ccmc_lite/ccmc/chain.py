@@ -51,8 +51,6 @@ __all__ = [
     "PromptData",
     "Trajectories",
     "ccmc_distribution",
-    "ccmc_distribution_from_counts",
-    "check_prompt_tokens",
     "check_transition",
     "frequencies",
     "log_likelihood",
@@ -64,7 +62,6 @@ __all__ = [
     "sample_next",
     "sample_prompt_data",
     "sample_trajectories",
-    "token_counts",
     "trajectory_data",
     "weighted_transition",
 ]
@@ -117,7 +114,7 @@ def check_transition(
     return check_stochastic_matrix(name, P, positive=positive)
 
 
-def check_prompt_tokens(name: str, value: Any, K: int, *, ndim: Any = None) -> torch.Tensor:
+def _check_prompt_tokens(name: str, value: Any, K: int, *, ndim: Any = None) -> torch.Tensor:
     """:func:`ccmc_lite.core.check_tokens` with a clear error for empty prompts.
 
     An empty list would otherwise become a float tensor and fail as "not integers".
@@ -187,7 +184,7 @@ def prompt_statistics(
         if len(prompts) == 0:
             raise ValueError(f"{name} must not be empty; got an empty list")
         rows = [
-            check_prompt_tokens(f"{name}[{i}]", p, K, ndim=1) for i, p in enumerate(prompts)
+            _check_prompt_tokens(f"{name}[{i}]", p, K, ndim=1) for i, p in enumerate(prompts)
         ]  # each (L_i,)
         for i, r in enumerate(rows):
             if r.numel() < min_len:
@@ -199,7 +196,7 @@ def prompt_statistics(
         counts = torch.stack([torch.bincount(k, minlength=K) for k in keys]).double()
         query = torch.stack([r[-1] for r in rows])
         return counts, query, False
-    X = check_prompt_tokens(name, prompts, K, ndim=(1, 2))  # (L,) or (B, L)
+    X = _check_prompt_tokens(name, prompts, K, ndim=(1, 2))  # (L,) or (B, L)
     single = X.ndim == 1
     X2 = X[None] if single else X  # (B, L)
     if X2.shape[-1] < min_len:
@@ -219,7 +216,7 @@ def prompt_statistics(
 # --------------------------------------------------------------------------------------
 
 
-def token_counts(X: Any, K: int) -> torch.Tensor:
+def _token_counts(X: Any, K: int) -> torch.Tensor:
     """Number of occurrences of each token in a prompt (the numerator of eq. (2)).
 
     Parameters
@@ -235,7 +232,7 @@ def token_counts(X: Any, K: int) -> torch.Tensor:
         ``(..., K)`` float64 counts.
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
-    X = check_prompt_tokens("X", X, K)
+    X = _check_prompt_tokens("X", X, K)
     if X.ndim == 0:
         raise ValueError("X must have at least one dimension (a sequence of tokens)")
     if X.shape[-1] == 0:
@@ -263,7 +260,7 @@ def frequencies(X: Any, K: int) -> torch.Tensor:
     >>> frequencies([0, 1, 0], 3).tolist()  # the paper's X = [1, 2, 1]
     [0.6666666666666666, 0.3333333333333333, 0.0]
     """
-    counts = token_counts(X, K)
+    counts = _token_counts(X, K)
     return counts / counts.sum(-1, keepdim=True)
 
 
@@ -307,7 +304,7 @@ def weighted_transition(P: Any, m: Any) -> torch.Tensor:
     return num / den
 
 
-def ccmc_distribution_from_counts(P: Any, counts: Any, query: Any) -> torch.Tensor:
+def _ccmc_distribution_from_counts(P: Any, counts: Any, query: Any) -> torch.Tensor:
     """:math:`\\pi^X` from sufficient statistics: key-token counts and the query token.
 
     ``pi[..., j] = counts[..., j] * P[query, j] / sum_k counts[..., k] * P[query, k]``
@@ -406,7 +403,7 @@ def ccmc_distribution(P: Any, X: Any, *, variant: str = "self") -> torch.Tensor:
     """
     P = check_transition(P)
     counts, query, single = prompt_statistics(X, P.shape[0], variant=variant, name="X")
-    pi = ccmc_distribution_from_counts(P, counts, query)
+    pi = _ccmc_distribution_from_counts(P, counts, query)
     return pi[0] if single else pi
 
 
@@ -441,7 +438,7 @@ def positional_ccmc_distribution(P: Any, X: Any, a: Any, b: Any, V: Any) -> torc
     """
     P = check_transition(P)
     K = P.shape[0]
-    X = check_prompt_tokens("X", X, K, ndim=(1, 2))
+    X = _check_prompt_tokens("X", X, K, ndim=(1, 2))
     single = X.ndim == 1
     X2 = X[None] if single else X  # (B, L)
     L = X2.shape[-1]
@@ -517,7 +514,7 @@ def sample_next(
     n_samples = check_size("n_samples", n_samples, minimum=1)
     P = check_transition(P)
     counts, query, single = prompt_statistics(X, P.shape[0], variant=variant, name="X")
-    pi = ccmc_distribution_from_counts(P, counts, query)  # (B, K)
+    pi = _ccmc_distribution_from_counts(P, counts, query)  # (B, K)
     u = torch.rand(pi.shape[0], n_samples, generator=torch_generator(seed), dtype=torch.float64)
     tokens = _inverse_cdf(pi[:, None, :].expand(-1, n_samples, -1), u)  # (B, n)
     return tokens[0] if single else tokens
@@ -615,7 +612,7 @@ def sample_trajectories(
     variant = _check_variant(variant)
     P = check_transition(P, batched=True)
     K = P.shape[-1]
-    prompt = check_prompt_tokens("prompt", prompt, K, ndim=(1, 2))
+    prompt = _check_prompt_tokens("prompt", prompt, K, ndim=(1, 2))
     sizes = set()
     if P.ndim == 3:
         sizes.add(int(P.shape[0]))
@@ -906,7 +903,7 @@ def population_data(
         probs = check_prob_vector("prompt_probs", prompt_probs)
         if probs.shape != (n,):
             raise ValueError(f"prompt_probs must have shape ({n},); got {tuple(probs.shape)}")
-    pi = ccmc_distribution_from_counts(P, counts, query)  # (n, K)
+    pi = _ccmc_distribution_from_counts(P, counts, query)  # (n, K)
     y = torch.arange(K).repeat(n)  # (n*K,)
     weights = (probs[:, None] * pi).reshape(-1)
     return PromptData(
@@ -976,7 +973,7 @@ def trajectory_data(
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = _check_variant(variant)
-    X = check_prompt_tokens("tokens", tokens, K, ndim=(1, 2))
+    X = _check_prompt_tokens("tokens", tokens, K, ndim=(1, 2))
     T = X.shape[-1]
     L0 = check_size("prompt_length", prompt_length, minimum=2 if variant == "cross" else 1)
     if L0 >= T:

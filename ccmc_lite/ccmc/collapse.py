@@ -54,7 +54,6 @@ __all__ = [
     "compare_decay_exponents",
     "draw_collapse",
     "explorer_chain",
-    "fit_decay_exponents",
     "fixed_point",
     "interior_rates",
     "near_stability_boundary",
@@ -850,7 +849,7 @@ def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Te
     return alpha
 
 
-def fit_decay_exponents(times: Any, freqs: Any, *, t_min: float) -> torch.Tensor:
+def _fit_decay_exponents(times: Any, freqs: Any, *, t_min: float) -> torch.Tensor:
     """Fitted slopes of :math:`\\mathbb E[\\log m(X_t)_j]` against :math:`\\log t`, ``t >= t_min``.
 
     Averaging ``log m_j`` over trajectories measures the *typical* decay exponent of each
@@ -914,7 +913,7 @@ def compare_decay_exponents(
     -------
     list of tuple
         ``(j, measured, conjectured, local)`` per loser ``j``: the slope of
-        :math:`\\mathbb E\\log m_j` (:func:`fit_decay_exponents`), :math:`-\\alpha_j` at
+        :math:`\\mathbb E\\log m_j` (a log-log fit), :math:`-\\alpha_j` at
         the fixed point, and :math:`-\\alpha_j` at the typical (geometric-mean)
         frequencies of the window (:func:`predicted_decay_exponents` with ``losers``).
     """
@@ -922,7 +921,7 @@ def compare_decay_exponents(
     t = as_tensor("times", times, dtype=torch.float64, ndim=1)
     alpha = predicted_decay_exponents(P, m_fixed)
     losers = [j for j in range(alpha.shape[0]) if not bool(torch.isnan(alpha[j]))]
-    slopes = fit_decay_exponents(t, F, t_min=t_min)
+    slopes = _fit_decay_exponents(t, F, t_min=t_min)
     window = t >= t_min
     m_now = torch.exp(torch.log(F[:, window]).mean((0, 1)))  # typical m in the window
     local = predicted_decay_exponents(P, m_now, losers=losers)

@@ -18,7 +18,6 @@ __all__ = [
     "from_column_stochastic",
     "from_one_based",
     "to_column_stochastic",
-    "to_one_based",
 ]
 
 
@@ -50,11 +49,3 @@ def from_one_based(tokens: Any) -> torch.Tensor:
     if t.numel() and int(t.min()) < 1:
         raise ValueError(f"tokens must be numbered from 1; found {int(t.min())}")
     return t - 1
-
-
-def to_one_based(tokens: Any) -> torch.Tensor:
-    """The book's tokens ``0..K-1`` → ``1..K`` for comparison with Ildiz et al."""
-    t = as_tensor("tokens", tokens, dtype=torch.long)
-    if t.numel() and int(t.min()) < 0:
-        raise ValueError(f"tokens must be non-negative; found {int(t.min())}")
-    return t + 1

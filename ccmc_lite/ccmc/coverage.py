@@ -37,14 +37,13 @@ from .chain import VARIANTS, check_transition, prompt_statistics
 
 __all__ = [
     "CoverageReport",
-    "cooccurrence_graphs",
     "coverage_report",
     "draw_cooccurrence_graph",
     "restricted_distribution",
 ]
 
 
-def cooccurrence_graphs(prompts: Any, K: int, *, variant: str = "self") -> torch.Tensor:
+def _cooccurrence_graphs(prompts: Any, K: int, *, variant: str = "self") -> torch.Tensor:
     """Adjacency matrices of the co-occurrence graphs :math:`\\mathcal G^{(k)}` (Def. 3.3).
 
     Parameters
@@ -87,7 +86,7 @@ class CoverageReport:
     variant : str
         ``"self"`` or ``"cross"``.
     adjacency : Tensor
-        ``(K, K, K)`` bool, see :func:`cooccurrence_graphs`.
+        ``(K, K, K)`` bool, one graph per query.
     components : list of list of frozenset
         ``components[k]``: the connected components of :math:`\\mathcal G^{(k)}` over the
         vertices that count (all tokens, or the support of row ``k`` of ``P`` when a
@@ -170,7 +169,7 @@ def coverage_report(
     -------
     CoverageReport
     """
-    A = cooccurrence_graphs(prompts, K, variant=variant)
+    A = _cooccurrence_graphs(prompts, K, variant=variant)
     K = A.shape[0]
     support = torch.ones(K, K, dtype=torch.bool)
     if P is not None:

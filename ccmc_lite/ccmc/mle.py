@@ -72,10 +72,8 @@ __all__ = [
     "gradient",
     "hessian_logits",
     "hessian_on_subspace",
-    "hessian_weights",
     "mle_exists",
     "nll",
-    "nll_logits",
 ]
 
 
@@ -176,7 +174,7 @@ def _derivatives(
     return loss, grad, H
 
 
-def nll_logits(Theta: Any, data: PromptData) -> torch.Tensor:
+def _nll_of_logits(Theta: Any, data: PromptData) -> torch.Tensor:
     """Weighted negative log-likelihood as a function of the logits Θ (eq. (8), Lemma C.8).
 
     Parameters
@@ -270,14 +268,14 @@ def hessian_logits(Theta: Any, data: PromptData) -> torch.Tensor:
     Tensor
         ``(..., K, K, K)``: ``H[..., k]`` is the ``K x K`` block of row ``k`` of Θ.
     """
-    nll_logits(Theta, data)  # validates
+    _nll_of_logits(Theta, data)  # validates
     _, _, H = _derivatives(torch.as_tensor(Theta, dtype=torch.float64), data, hessian=True)
     if H is None:  # hessian=True always computes it
         raise RuntimeError("_derivatives returned no Hessian")
     return H
 
 
-def hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
+def _hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     """Full Hessian of :math:`\\hat{\\mathcal L}(W)` in ``W`` coordinates, ``(d², d²)``.
 
     :math:`H_W = J^\\top H_\\Theta J` with :math:`J[(k,j),(a,b)] = E_{ja}E_{kb}` (the
@@ -307,7 +305,7 @@ def hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     if H is None:  # hessian=True always computes it
         raise RuntimeError("_derivatives returned no Hessian")
     if H.ndim != 3:
-        raise ValueError("hessian_weights needs data with unbatched weights")
+        raise ValueError("_hessian_weights needs data with unbatched weights")
     K, d = E.shape
     H_full = torch.zeros(K * K, K * K, dtype=torch.float64)
     for k in range(K):
@@ -339,7 +337,7 @@ def hessian_on_subspace(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     Tensor
         ``(K(K-1), K(K-1))`` symmetric positive semi-definite.
     """
-    H = hessian_weights(W, E, data)
+    H = _hessian_weights(W, E, data)
     B = subspace_basis(E).flatten(1)  # (K(K-1), d*d)
     return B @ H @ B.T
 

@@ -28,14 +28,14 @@ from typing import Any
 
 from .validation import check_bool
 
-__all__ = ["BOOK_BUILD_ENV", "glue", "glued_values", "in_book_build"]
+__all__ = ["BOOK_BUILD_ENV", "glue", "glued_values"]
 
 #: Set to ``1`` while the book is built (by the book's Sphinx extension and the tests).
 BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"
 _GLUE_PREFIX = "application/papermill.record/"  # myst_nb.ext.glue.GLUE_PREFIX
 
 
-def in_book_build() -> bool:
+def _in_book_build() -> bool:
     """True while the book is being built (``$CCMC_BOOK_BUILD`` is ``1``)."""
     return os.environ.get(BOOK_BUILD_ENV, "").strip() == "1"
 
@@ -103,7 +103,7 @@ def glue(name: str, value: Any, display: bool = True) -> None:
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 
-    if not in_book_build():
+    if not _in_book_build():
         if display or _is_figure(value):
             ipy_display(value)
         return

@@ -31,7 +31,7 @@ from typing import Any
 from .stored import json_stems
 from .validation import check_choice, check_float, check_instance
 
-__all__ = ["SNAPSHOT_FOLDER", "ChapterSnapshot", "Claims", "load_snapshot", "snapshot_names"]
+__all__ = ["SNAPSHOT_FOLDER", "ChapterSnapshot", "Claims", "load_snapshot"]
 
 #: The package folder of the snapshots (``tools/snapshots.py`` writes them there).
 SNAPSHOT_FOLDER = "data/paper_chapters"
@@ -336,7 +336,7 @@ def _moved(rows: list[tuple[str, Any, Any]], rtol: float, atol: float) -> list[s
     return out
 
 
-def snapshot_names() -> list[str]:
+def _snapshot_names() -> list[str]:
     """The chapters (``"part1/02_..."``) with a snapshot shipped in the package."""
     return [stem.replace("__", "/") for stem in json_stems(_DATA)]
 
@@ -348,7 +348,7 @@ def load_snapshot(chapter: str, *, path: str | os.PathLike[str] | None = None) -
     """
     stem = _slug(chapter)
     if path is None:
-        names = snapshot_names()
+        names = _snapshot_names()
         if not names:
             raise ValueError("chapter must have a snapshot; none ship with this installation")
         check_choice("chapter", chapter.removesuffix(".md"), names)

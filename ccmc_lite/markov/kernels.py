@@ -39,7 +39,6 @@ from ..core.validation import (
 )
 
 __all__ = [
-    "binary_entropy",
     "binary_entropy_rate",
     "binary_kernel",
     "check_kernel",
@@ -141,7 +140,7 @@ def random_kernel(K: int, seed: int, *, alpha: float = 1.0) -> torch.Tensor:
     return torch.as_tensor(rows, dtype=torch.float64)
 
 
-def binary_entropy(p: Any) -> torch.Tensor:
+def _binary_entropy(p: Any) -> torch.Tensor:
     """The binary entropy ``h(p) = -p log p - (1-p) log(1-p)`` (nats), elementwise."""
     p = as_tensor("p", p)
     if bool(((p < 0) | (p > 1)).any()):
@@ -153,7 +152,7 @@ def binary_entropy_rate(p: float, q: float) -> float:
     """Closed form ``(q h(p) + p h(q)) / (p + q)`` for ``P(p, q)`` (Makkuva et al. 2024, 2.2)."""
     p = check_probability("p", p)
     q = check_probability("q", q)
-    h = binary_entropy(torch.tensor([p, q], dtype=torch.float64))
+    h = _binary_entropy(torch.tensor([p, q], dtype=torch.float64))
     return float((q * h[0] + p * h[1]) / (p + q))
 
 

@@ -53,7 +53,6 @@ __all__ = [
     "layer_norm_unigram_hessian",
     "loss_plane",
     "low_rank_summary",
-    "param_layout",
     "population_hessian",
     "population_loss",
     "symbolic_unigram_hessian",
@@ -254,7 +253,7 @@ def population_loss(
     return _exact_loss(model, P, model.N, method)
 
 
-def param_layout(model: MarkovTransformer, names: Sequence[str] | None = None) -> list[tuple]:
+def _param_layout(model: MarkovTransformer, names: Sequence[str] | None = None) -> list[tuple]:
     """``[(name, slice, shape), ...]``: where each named parameter sits in a flat vector."""
     model = _check_model(model)
     params = dict(model.named_parameters())
@@ -287,11 +286,12 @@ def population_hessian(
     Returns
     -------
     tuple
-        ``(H, layout)``: ``H`` of shape ``(D, D)`` and the layout of :func:`param_layout`.
+        ``(H, layout)``: ``H`` of shape ``(D, D)`` and the flat layout of the parameters,
+        ``(name, shape, offset)`` per parameter.
     """
     model = copy.deepcopy(_check_model(model)).to(torch.float64)
     P = _kernel_for(model, P).to(torch.float64)
-    layout = param_layout(model, names)
+    layout = _param_layout(model, names)
     max_sequences = check_int("max_sequences", max_sequences, minimum=1)
     method = _choose_method(model, method, [n for n, _, _ in layout], max_sequences)
     fixed = {n: t.detach() for n, t in model.named_parameters()}

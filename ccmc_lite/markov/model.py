@@ -55,7 +55,6 @@ __all__ = [
     "causal_attention",
     "check_model_options",
     "kernel_loss",
-    "model_factory",
     "next_token_loss",
 ]
 
@@ -385,12 +384,6 @@ def check_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
 def build_model(**options: Any) -> MarkovTransformer:
     """A new :class:`MarkovTransformer`; an unknown option name raises ``ValueError``."""
     return MarkovTransformer(**check_model_options(options))
-
-
-def model_factory(**options: Any) -> Callable[[], MarkovTransformer]:
-    """A ``make_model`` callable for :func:`ccmc_lite.core.train_runs` (options checked now)."""
-    opts = check_model_options(options)
-    return lambda: MarkovTransformer(**opts)
 
 
 def next_token_loss(model: Callable[..., torch.Tensor], x: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@
 * :func:`~ccmc_lite.ngram.kgram_counts` / :func:`~ccmc_lite.ngram.kgram_estimator` — Def. 2.1: look
   up every earlier occurrence of the last ``k-1`` tokens and count what followed, vectorised over
   batches and (optionally) over every position of the sequence.
-* :func:`~ccmc_lite.ngram.subset_counts` / :func:`~ccmc_lite.ngram.subset_estimator` — the
+* :func:`~ccmc_lite.ngram.subset_estimator` — the
   non-contiguous histories of App. F.2: match the tokens at a set ``N`` of offsets (``N = {1, ...,
   k-1}`` is the k-gram).
 * :func:`~ccmc_lite.ngram.bayes_predictor` — the posterior mean of the next-token law under the
@@ -54,7 +54,6 @@ __all__ = [
     "kgram_counts",
     "kgram_estimator",
     "smoothing_losses",
-    "subset_counts",
     "subset_estimator",
 ]
 
@@ -91,7 +90,7 @@ def _codes_with_virtual_end(x: torch.Tensor, S: int, offsets: tuple[int, ...]) -
     return code
 
 
-def subset_counts(
+def _subset_counts(
     tokens: torch.Tensor,
     S: int,
     offsets: Sequence[int],
@@ -161,7 +160,7 @@ def kgram_counts(
     tokens: torch.Tensor, S: int, k: int, *, positions: str = "last", chunk: int = 4096
 ) -> torch.Tensor:
     """Counts of Def. 2.1 (Varre et al. 2025): tokens following the current ``(k-1)``-history."""
-    return subset_counts(tokens, S, contiguous_offsets(k), positions=positions, chunk=chunk)
+    return _subset_counts(tokens, S, contiguous_offsets(k), positions=positions, chunk=chunk)
 
 
 def _normalise(counts: torch.Tensor, S: int, smoothing: float) -> torch.Tensor:
@@ -185,7 +184,7 @@ def subset_estimator(
     """
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     beta = check_float("smoothing", smoothing, minimum=0.0)
-    counts = subset_counts(tokens, S, offsets, positions=positions)
+    counts = _subset_counts(tokens, S, offsets, positions=positions)
     return _normalise(counts, S, beta)
 
 
@@ -301,7 +300,7 @@ def smoothing_losses(
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     _check_target_columns(target, S)
     betas = check_numbers("smoothings", smoothings, minimum=0.0, open_lower=False)
-    counts = subset_counts(tokens, S, offsets)  # (*batch, S)
+    counts = _subset_counts(tokens, S, offsets)  # (*batch, S)
     losses = [cross_entropy(_normalise(counts, S, b), target).mean() for b in betas]
     return torch.stack(losses).to(torch.float64)
 

@@ -11,9 +11,8 @@
 * :func:`~ccmc_lite.ngram.sequence_law`, :class:`~ccmc_lite.ngram.SuffixModel` — exact enumeration
   of all sequences of a fixed chain and a toy model whose score depends only on a suffix (Prop.
   3.2).
-* :func:`~ccmc_lite.ngram.statistical_term`, :func:`~ccmc_lite.ngram.theorem42_trend`,
-  :func:`~ccmc_lite.ngram.fit_theorem42` — the two terms of Thm. 4.2, ``√c E||p_τ(·|x_{T-k+2}^T) -
-  p̂_k||² + T √c e^{-c}``, and a fit of their (unspecified) constants to measured gradient norms.
+* :func:`~ccmc_lite.ngram.statistical_term` — the first of the two terms of Thm. 4.2,
+  ``√c E||p_τ(·|x_{T-k+2}^T) - p̂_k||² + T √c e^{-c}``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.optimize import nnls
 from torch import nn
 
 from ..core.validation import (
@@ -49,7 +47,6 @@ __all__ = [
     "SuffixModel",
     "decay_fits",
     "exact_population_gradient",
-    "fit_theorem42",
     "flat_gradient",
     "gradient_blocks",
     "gradient_norm",
@@ -58,7 +55,6 @@ __all__ = [
     "sequence_law",
     "statistical_term",
     "suffix_law",
-    "theorem42_trend",
     "unmatched_mass",
 ]
 
@@ -367,55 +363,6 @@ def statistical_term(batch: NGramBatch, k: int, *, start: str = "uniform") -> fl
     truth = cond[torch.arange(cond.shape[0]), code]  # (B, S)
     est = construction_limit(batch.tokens, S, offsets_for_k(k, max(n - 1, k - 1)))
     return float(((truth - est) ** 2).sum(-1).mean())
-
-
-def theorem42_trend(
-    c: np.ndarray | float, T: np.ndarray | float, stat: np.ndarray | float, a: float, b: float
-) -> np.ndarray:
-    """``a √c · stat + b · T √c e^{-c}``: the two terms of Thm. 4.2 with constants ``a, b``."""
-    c, T = (_check_positive(n, v, zero=False) for n, v in (("c", c), ("T", T)))
-    stat = _check_positive("stat", stat)
-    a = check_float("a", a)
-    b = check_float("b", b)
-    return a * np.sqrt(c) * stat + b * T * np.sqrt(c) * np.exp(-c)
-
-
-def _check_positive(name: str, value: Any, *, zero: bool = True) -> np.ndarray:
-    """Finite, non-negative numbers (positive with ``zero=False``) as a float array."""
-    arr = as_tensor(name, value).numpy()
-    if np.any(arr < 0) or (not zero and np.any(arr == 0)):
-        raise ValueError(f"{name} must be {'non-negative' if zero else 'positive'}")
-    return arr
-
-
-def fit_theorem42(
-    c: np.ndarray, T: np.ndarray, stat: np.ndarray, grad_norm: np.ndarray
-) -> tuple[float, float]:
-    """Non-negative constants ``(a, b)`` of :func:`theorem42_trend` fitted to measurements.
-
-    Thm. 4.2 is an ``O(·)`` statement; its constants are not given, so they are fitted by
-    non-negative least squares on *relative* errors (each row divided by the measured
-    norm), so that small and large norms count alike.
-    """
-    c, T, stat, g = (
-        _check_positive(n, v).ravel()
-        for n, v in (("c", c), ("T", T), ("stat", stat), ("grad_norm", grad_norm))
-    )
-    if c.size == 0:
-        raise ValueError("c, T, stat and grad_norm must not be empty")
-    if not (c.shape == T.shape == stat.shape == g.shape):
-        raise ValueError("c, T, stat and grad_norm must have the same length")
-    if np.any(g <= 0):
-        raise ValueError("grad_norm must be positive to fit relative errors")
-    with np.errstate(over="ignore", under="ignore"):
-        X = np.stack([np.sqrt(c) * stat, T * np.sqrt(c) * np.exp(-c)], axis=1) / g[:, None]
-    if not np.all(np.isfinite(X)):
-        raise ValueError(
-            "grad_norm is too small (or c, T, stat too large) for the relative errors "
-            "term / grad_norm to be finite; rescale the measurements"
-        )
-    coef, _ = nnls(X, np.ones_like(g))
-    return float(coef[0]), float(coef[1])
 
 
 def unmatched_mass(batch: NGramBatch, k: int) -> torch.Tensor:

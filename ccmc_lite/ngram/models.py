@@ -51,7 +51,6 @@ INIT_SCALE_MAX = 1e6
 __all__ = [
     "AttentionOnlyTransformer",
     "SimplifiedTransformer",
-    "causal_softmax",
     "construction_limit",
     "first_layer_attention",
     "load_parameters",
@@ -62,7 +61,7 @@ __all__ = [
 ]
 
 
-def causal_softmax(scores: torch.Tensor) -> torch.Tensor:
+def _causal_softmax(scores: torch.Tensor) -> torch.Tensor:
     """Row-wise softmax over keys ``j <= i`` of the last two axes (masked softmax σ, Sec. 2.3)."""
     check_instance("scores", scores, torch.Tensor)
     if scores.ndim < 2 or scores.shape[-1] != scores.shape[-2]:
@@ -92,7 +91,7 @@ def first_layer_attention(A1: torch.Tensor) -> torch.Tensor:
     A1 = as_tensor("A1", A1, dtype=None)
     if A1.ndim < 2 or A1.shape[-1] != A1.shape[-2]:
         raise ValueError(f"A1 must end with a square (T, T) block; got {tuple(A1.shape)}")
-    return causal_softmax(A1)
+    return _causal_softmax(A1)
 
 
 def _by_lookup(tokens: torch.Tensor) -> bool:
@@ -182,7 +181,7 @@ class SimplifiedTransformer(nn.Module):
         """``r1``: the skip block and the ``H`` head outputs, concatenated; ``(B, T, D)``."""
         T = tokens.shape[-1]
         r0 = self.embed(tokens)  # (B, T, d)
-        att = causal_softmax(self.A1[:, :T, :T])  # (H, T, T)
+        att = _causal_softmax(self.A1[:, :T, :T])  # (H, T, T)
         heads = torch.einsum("htj,bjd,hed->bthe", att, r0, self.V1)  # (B, T, H, d)
         r1 = torch.cat([r0.unsqueeze(2), heads], dim=2)  # (B, T, H+1, d)
         return r1.reshape(*tokens.shape, self.D)
@@ -206,7 +205,7 @@ class SimplifiedTransformer(nn.Module):
             r1 = self.first_layer(tokens)  # (B, T', D)
             keys = r1 @ self.K2.T  # (B, T', D)
             queries = r1 @ self.Q2.T  # (B, T', D)
-            att = causal_softmax(queries @ keys.transpose(-1, -2))  # (B, T', T')
+            att = _causal_softmax(queries @ keys.transpose(-1, -2))  # (B, T', T')
             return (att @ self.embed(tokens))[..., : self.S]  # (B, T', S)
         if query_pos is not None:
             query_pos = _check_query_pos(query_pos, tokens)
@@ -247,7 +246,7 @@ class SimplifiedTransformer(nn.Module):
                 return values @ r0.transpose(1, 2)
             return torch.gather(values, 2, tokens.unsqueeze(1).expand(B, values.shape[1], Tq))
 
-        att = causal_softmax(self.A1[:, :Tq, :Tq])  # (H, T', T')
+        att = _causal_softmax(self.A1[:, :Tq, :Tq])  # (H, T', T')
         if query_pos is None:
             att_q = att[:, -1].unsqueeze(0).expand(B, H, Tq)  # (B, H, T')
             x_q = tokens[:, -1]  # (B,)
@@ -370,7 +369,7 @@ class AttentionOnlyTransformer(nn.Module):
         B, T = r.shape[0], r.shape[1]
         flat = r.reshape(B * T, d) @ W.permute(1, 0, 2).reshape(d, 2 * H * d)  # one GEMM
         proj = flat.reshape(B, T, 2 * H, d).permute(0, 2, 1, 3)  # (B, 2H, T, d)
-        att = causal_softmax(proj[:, :H] @ r.unsqueeze(1).transpose(-1, -2))  # (B, H, T, T)
+        att = _causal_softmax(proj[:, :H] @ r.unsqueeze(1).transpose(-1, -2))  # (B, H, T, T)
         return att, r + (att @ proj[:, H:]).sum(1)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -45,7 +45,6 @@ __all__ = [
     "absent_mass",
     "detect_plateaus",
     "detect_stages",
-    "escape_step",
     "first_offsets",
     "formation_step",
     "histogram_levels",
@@ -233,18 +232,6 @@ def nearest_level(value: float, levels: Mapping[str, float]) -> tuple[str, float
         raise ValueError("levels must not be empty")
     name = min(levels, key=lambda k: abs(float(levels[k]) - value))
     return name, float(levels[name])
-
-
-def escape_step(loss: Any, level: float, *, window: int = 1) -> int:
-    """First step at which the (smoothed) loss drops below ``level``; ``-1`` if never.
-
-    Used to time the stages: e.g. the step at which a run leaves the bigram plateau is the
-    first step below the midpoint between the bigram and trigram levels.
-    """
-    lo = _moving_average("loss", loss, window)
-    level = check_float("level", level)
-    below = np.nonzero(lo < level)[0]
-    return int(below[0]) if below.size else -1
 
 
 def offset_attention(A1: Any, offset: int, *, length: int | None = None) -> np.ndarray:

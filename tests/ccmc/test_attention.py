@@ -22,12 +22,11 @@ from ccmc_lite.ccmc import (
     random_embeddings,
     self_attention,
     subspace_basis,
-    subspace_projectors,
-    tied_classifier,
     transition_from_weights,
     weights_from_logits,
     weights_from_transition,
 )
+from ccmc_lite.ccmc.attention import _subspace_projectors, _tied_classifier
 
 
 def setup(K: int, extra: int, seed: int):
@@ -121,7 +120,7 @@ def test_subspace_dimension_and_generators():
             for k in range(K):
                 G = torch.outer(E[i] - E[j], E[k])
                 torch.testing.assert_close(project_onto_subspace(G, E), G)
-    Pi_D, Pi_R = subspace_projectors(E)
+    Pi_D, Pi_R = _subspace_projectors(E)
     torch.testing.assert_close(Pi_D @ Pi_D, Pi_D)
     assert abs(float(torch.trace(Pi_D)) - (K - 1)) < 1e-10
     assert abs(float(torch.trace(Pi_R)) - K) < 1e-10
@@ -205,8 +204,8 @@ def test_positions_matter_with_positional_embeddings():
     assert float((a - b).abs().max()) > 1e-3
     # without positions the two prompts (same counts, same query) are indistinguishable
     torch.testing.assert_close(
-        next_token_distribution(W, E, [0, 1, 2, 1], C=tied_classifier(E)),
-        next_token_distribution(W, E, [2, 0, 1, 1], C=tied_classifier(E)),
+        next_token_distribution(W, E, [0, 1, 2, 1], C=_tied_classifier(E)),
+        next_token_distribution(W, E, [2, 0, 1, 1], C=_tied_classifier(E)),
     )
 
 
@@ -234,7 +233,7 @@ def test_bad_classifier_and_positions():
         next_token_distribution(torch.zeros(3, 3), E, [0, 1], C=2 * E)
     E5, U, _C = positional_embeddings(2, 2, 4, seed=0)
     with pytest.raises(ValueError, match="C U\\^T = 0"):
-        next_token_distribution(torch.zeros(4, 4), E5, [0, 1], C=tied_classifier(E5), U=U + 1)
+        next_token_distribution(torch.zeros(4, 4), E5, [0, 1], C=_tied_classifier(E5), U=U + 1)
     with pytest.raises(ValueError, match="d must be >= K \\+ L"):
         positional_embeddings(3, 3, 5, seed=0)
     with pytest.raises(ValueError, match="U must have shape"):
@@ -264,5 +263,5 @@ def test_shape_errors():
 
 def test_tied_classifier_inverts_embeddings():
     E = random_embeddings(4, 7, seed=3)
-    torch.testing.assert_close(tied_classifier(E) @ E.T, torch.eye(4, dtype=torch.float64))
-    torch.testing.assert_close(tied_classifier(torch.eye(3)), torch.eye(3, dtype=torch.float64))
+    torch.testing.assert_close(_tied_classifier(E) @ E.T, torch.eye(4, dtype=torch.float64))
+    torch.testing.assert_close(_tied_classifier(torch.eye(3)), torch.eye(3, dtype=torch.float64))

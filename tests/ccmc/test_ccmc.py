@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from ccmc_lite.ccmc import (
     PromptData,
     ccmc_distribution,
-    ccmc_distribution_from_counts,
     check_transition,
     frequencies,
     log_likelihood,
@@ -24,10 +23,10 @@ from ccmc_lite.ccmc import (
     sample_next,
     sample_prompt_data,
     sample_trajectories,
-    token_counts,
     trajectory_data,
     weighted_transition,
 )
+from ccmc_lite.ccmc.chain import _ccmc_distribution_from_counts, _token_counts
 
 P3 = torch.tensor([[0.2, 0.3, 0.5], [0.5, 0.1, 0.4], [0.1, 0.6, 0.3]], dtype=torch.float64)
 
@@ -44,7 +43,7 @@ def test_frequencies_of_paper_prompt():
     # the paper's X = [1, 2, 1] is [0, 1, 0] in book tokens
     m = frequencies([0, 1, 0], 3)
     torch.testing.assert_close(m, torch.tensor([2 / 3, 1 / 3, 0.0], dtype=torch.float64))
-    assert token_counts([[0, 1, 0], [2, 2, 2]], 3).tolist() == [[2, 1, 0], [0, 0, 3]]
+    assert _token_counts([[0, 1, 0], [2, 2, 2]], 3).tolist() == [[2, 1, 0], [0, 0, 3]]
 
 
 def test_weighted_transition_values():
@@ -80,7 +79,7 @@ def test_ragged_prompts_equal_one_by_one():
 def test_distribution_from_counts_with_batched_chains():
     Ps = torch.stack([P3, random_P(3, 1)])  # (2, 3, 3)
     counts = torch.tensor([[1.0, 2.0, 0.0], [1.0, 1.0, 1.0]])
-    pi = ccmc_distribution_from_counts(Ps, counts, torch.tensor([2, 0]))
+    pi = _ccmc_distribution_from_counts(Ps, counts, torch.tensor([2, 0]))
     manual0 = counts[0].double() * Ps[0, 2]
     torch.testing.assert_close(pi[0], manual0 / manual0.sum())
     manual = counts[1].double() * Ps[1, 0]

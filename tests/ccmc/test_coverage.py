@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 from ccmc_lite import ccmc
 from ccmc_lite.ccmc import (
     CoverageReport,
-    cooccurrence_graphs,
     coverage_report,
     draw_cooccurrence_graph,
     restricted_distribution,
 )
+from ccmc_lite.ccmc.coverage import _cooccurrence_graphs
 
 # Figure 3 in the spirit of the paper: two prompts with query 0 whose other tokens differ.
 FIG3 = [[1, 2, 0], [3, 0]]
@@ -36,11 +36,11 @@ def test_figure3_self_connected_cross_disconnected():
 
 
 def test_adjacency_edges():
-    A = cooccurrence_graphs(FIG3, 4, variant="self")
+    A = _cooccurrence_graphs(FIG3, 4, variant="self")
     assert A.shape == (4, 4, 4)
     assert bool(A[0, 1, 2]) and bool(A[0, 0, 3]) and not bool(A[0, 1, 3])
     assert not bool(A[1].any())
-    Ac = cooccurrence_graphs(FIG3, 4, variant="cross")
+    Ac = _cooccurrence_graphs(FIG3, 4, variant="cross")
     assert bool(Ac[0, 1, 2]) and not bool(Ac[0, 0, 0]) and bool(Ac[0, 3, 3])
 
 

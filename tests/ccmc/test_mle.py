@@ -20,11 +20,9 @@ from ccmc_lite.ccmc import (
     gradient,
     hessian_logits,
     hessian_on_subspace,
-    hessian_weights,
     log_likelihood,
     mle_exists,
     nll,
-    nll_logits,
     population_data,
     project_onto_subspace,
     prompt_data,
@@ -36,6 +34,7 @@ from ccmc_lite.ccmc import (
     transition_from_weights,
     weights_from_transition,
 )
+from ccmc_lite.ccmc.mle import _hessian_weights, _nll_of_logits
 
 
 def problem(K=4, d=5, n_prompts=40, L=5, seed=0, identity=False):
@@ -54,7 +53,7 @@ def test_nll_is_minus_average_log_likelihood():
     val = nll(W, E, data)
     assert math.isclose(float(val), -float(log_likelihood(P, data, average=True)), rel_tol=1e-12)
     Theta = (E @ W @ E.T).T
-    assert math.isclose(float(nll_logits(Theta, data)), float(val), rel_tol=1e-12)
+    assert math.isclose(float(_nll_of_logits(Theta, data)), float(val), rel_tol=1e-12)
 
 
 def test_gradient_matches_autograd():
@@ -72,7 +71,7 @@ def test_hessians_match_autograd_and_are_psd():
     E, _W, P, prompts = problem(K=3, d=4, seed=2)
     data = population_data(P, prompts)
     Theta = torch.randn(3, 3, dtype=torch.float64)
-    H_auto = torch.autograd.functional.hessian(lambda T: nll_logits(T, data), Theta)
+    H_auto = torch.autograd.functional.hessian(lambda T: _nll_of_logits(T, data), Theta)
     H_blocks = hessian_logits(Theta, data)
     for k in range(3):
         torch.testing.assert_close(H_blocks[k], H_auto[k, :, k, :])
@@ -82,7 +81,7 @@ def test_hessians_match_autograd_and_are_psd():
             H_blocks[k] @ torch.ones(3, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)
         )
     Wr = torch.randn(4, 4, dtype=torch.float64)
-    H_w = hessian_weights(Wr, E, data)
+    H_w = _hessian_weights(Wr, E, data)
     H_w_auto = torch.autograd.functional.hessian(lambda V: nll(V, E, data), Wr).reshape(16, 16)
     torch.testing.assert_close(H_w, H_w_auto)
 
@@ -98,7 +97,7 @@ def test_strict_convexity_on_subspace_iff_connected():
     for prompts, connected in ((covering, True), (missing, False)):
         data = population_data(P, prompts, variant="cross")
         assert coverage_report(prompts, K, variant="cross").consistent == connected
-        H = hessian_weights(torch.zeros(d, d, dtype=torch.float64), E, data)
+        H = _hessian_weights(torch.zeros(d, d, dtype=torch.float64), E, data)
         eig = torch.linalg.eigvalsh(B @ H @ B.T)
         assert (float(eig.min()) > 1e-6) == connected
 
@@ -197,7 +196,7 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="steps"):
         fit_gd(data, E, steps=0)
     with pytest.raises(ValueError, match="Theta must have shape"):
-        nll_logits(torch.zeros(3, 3), data)
+        _nll_of_logits(torch.zeros(3, 3), data)
 
 
 def test_hessian_on_subspace_null_space_counts_components():

@@ -16,7 +16,6 @@ from ccmc_lite.ccmc import (
     from_column_stochastic,
     from_one_based,
     to_column_stochastic,
-    to_one_based,
 )
 from ccmc_lite.core import (
     PALETTE,
@@ -122,7 +121,6 @@ def test_conventions_round_trip():
     torch.testing.assert_close(P, P_cols.T.double())  # row i = column i of the paper's layout
     torch.testing.assert_close(to_column_stochastic(P), P_cols.double())
     assert from_one_based([1, 2, 1]).tolist() == [0, 1, 0]
-    assert to_one_based([0, 1, 0]).tolist() == [1, 2, 1]
 
 
 def test_conventions_reject_wrong_layout():
@@ -132,5 +130,3 @@ def test_conventions_reject_wrong_layout():
         to_column_stochastic([[0.2, 0.5], [0.8, 0.5]])
     with pytest.raises(ValueError, match="tokens must be numbered from 1"):
         from_one_based([0, 1])
-    with pytest.raises(ValueError, match="tokens must be non-negative"):
-        to_one_based([-1])

@@ -8,6 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ccmc_lite.ccmc.chain import _ccmc_distribution_from_counts, _check_prompt_tokens
 from ccmc_lite.core import (
     as_tensor,
     check_choice,
@@ -19,6 +20,7 @@ from ccmc_lite.core import (
     check_stochastic_matrix,
     check_tokens,
 )
+from ccmc_lite.core.gluing import _in_book_build
 
 
 def test_check_int_accepts_python_numpy_and_tensor_integers():
@@ -165,14 +167,13 @@ def test_is_traced_inside_torch_func_only():
 
 
 def test_in_book_build_reads_the_environment(monkeypatch):
-    from ccmc_lite.core import in_book_build
     from ccmc_lite.core.gluing import BOOK_BUILD_ENV
 
     for value, expected in (("1", True), (" 1 ", True), ("0", False), ("", False)):
         monkeypatch.setenv(BOOK_BUILD_ENV, value)
-        assert in_book_build() is expected
+        assert _in_book_build() is expected
     monkeypatch.delenv(BOOK_BUILD_ENV)
-    assert in_book_build() is False
+    assert _in_book_build() is False
 
 
 def test_check_numbers_bool_callable_instance_elements():
@@ -209,7 +210,6 @@ def test_check_numbers_bool_callable_instance_elements():
 
 
 def test_check_model_tokens_and_prompt_tokens():
-    from ccmc_lite.ccmc import check_prompt_tokens
     from ccmc_lite.core import check_model_tokens
     from ccmc_lite.markov import MarkovTransformer
 
@@ -223,11 +223,11 @@ def test_check_model_tokens_and_prompt_tokens():
         check_model_tokens("x", [[0, 2]], m)  # token 2 with K = 2
     with pytest.raises(TypeError, match=r"model must be a torch\.nn\.Module"):
         check_model_tokens("x", [[0]], "model")
-    assert check_prompt_tokens("X", [2, 0], K=3).tolist() == [2, 0]
+    assert _check_prompt_tokens("X", [2, 0], K=3).tolist() == [2, 0]
     with pytest.raises(ValueError, match="X must not be empty"):
-        check_prompt_tokens("X", [], K=3)
+        _check_prompt_tokens("X", [], K=3)
     with pytest.raises(ValueError, match="X"):
-        check_prompt_tokens("X", [3], K=3)
+        _check_prompt_tokens("X", [3], K=3)
 
 
 def test_large_allocations_are_refused_before_they_start():
@@ -245,7 +245,7 @@ def test_large_allocations_are_refused_before_they_start():
 
 
 def test_mismatched_shapes_get_named_errors():
-    from ccmc_lite import ccmc, markov, ngram
+    from ccmc_lite import markov, ngram
 
     m = markov.MarkovTransformer(K=2, d=2, N=4)
     with pytest.raises(ValueError, match=r"P must be 2 x 2 for a model with K=2; got \(3, 3\)"):
@@ -256,7 +256,7 @@ def test_mismatched_shapes_get_named_errors():
     Ps = torch.stack([P, P])  # one law per kernel is allowed with several kernels
     assert markov.sample_chains(Ps, 2, 3, seed=0, init=[[0.5, 0.5], [1.0, 0.0]]).shape == (2, 2, 3)
     with pytest.raises(ValueError, match=r"query must have one token per count vector"):
-        ccmc.ccmc_distribution_from_counts(torch.eye(3), [[1, 1, 0]] * 2, [0, 1, 2])
+        _ccmc_distribution_from_counts(torch.eye(3), [[1, 1, 0]] * 2, [0, 1, 2])
     model = ngram.SimplifiedTransformer(5, 8, 2)
     x = torch.zeros(2, 8, dtype=torch.long)
     assert model(x, torch.tensor([3, 7])).shape == (2, 5)

@@ -21,7 +21,6 @@ from ccmc_lite.markov import (
     layer_norm_unigram_hessian,
     loss_plane,
     low_rank_summary,
-    param_layout,
     population_hessian,
     population_loss,
     random_kernel,
@@ -35,6 +34,7 @@ from ccmc_lite.markov import (
     unigram_hessian,
     unigram_inputs,
 )
+from ccmc_lite.markov.landscape import _param_layout
 
 prob = st.floats(min_value=0.05, max_value=0.95)
 
@@ -211,10 +211,10 @@ def test_gauge_restrict_removes_flat_directions():
 
 def test_param_layout_and_unknown_names():
     m = MarkovTransformer(K=2, d=3, N=4)
-    layout = param_layout(m, ["b", "e"])
+    layout = _param_layout(m, ["b", "e"])
     assert layout[0][1] == slice(0, 1) and layout[1][1] == slice(1, 4)
     with pytest.raises(ValueError, match="unknown parameter"):
-        param_layout(m, ["a"])
+        _param_layout(m, ["a"])
 
 
 def test_loss_plane_centre_and_validation():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from reference_training import train_looped
@@ -14,7 +16,6 @@ from ccmc_lite.markov import (
     build_model,
     check_model_options,
     kernel_loss,
-    model_factory,
     next_token_loss,
     sample_chains,
     symmetric_kernel,
@@ -101,7 +102,7 @@ def test_option_types_and_defaults():
     opts = check_model_options({"d": 6})
     assert opts["ff_width"] == 24 and opts["attn_dim"] == 6
     assert set(opts) == set(MODEL_OPTIONS)
-    make = model_factory(K=3, d=2, N=4)
+    make = functools.partial(MarkovTransformer, K=3, d=2, N=4)
     assert isinstance(make(), MarkovTransformer) and make().K == 3
 
 
@@ -145,7 +146,7 @@ def test_model_trains_as_one_run_and_as_stacked_runs():
         return sample_chains(torch.stack([P] * len(runs)), 4, 7, generator=gen)
 
     config = TrainConfig(steps=3, lr=1e-2, checkpoint_steps=(0,), progress=False)
-    make = model_factory(K=3, d=4, N=6)
+    make = functools.partial(MarkovTransformer, K=3, d=4, N=6)
     batched = train_runs(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=1)
     looped = train_looped(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=1)
     for name in batched.checkpoints[0]:  # same initialisations in both modes
@@ -163,7 +164,7 @@ def test_batched_and_looped_training_agree_on_the_same_data():
         return data[runs]
 
     config = TrainConfig(steps=4, lr=1e-2, optimizer="adamw", betas=(0.9, 0.95), progress=False)
-    make = model_factory(K=2, d=4, N=6, tied=False, layer_norm=True, depth=2)
+    make = functools.partial(MarkovTransformer, K=2, d=4, N=6, tied=False, layer_norm=True, depth=2)
     a = train_runs(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=3)
     b = train_looped(make, next_token_loss, batch_fn, n_runs=2, config=config, seed=3)
     assert torch.allclose(a.loss, b.loss, atol=1e-5)

@@ -13,7 +13,6 @@ from ccmc_lite.ngram import (
     AttentionOnlyTransformer,
     NGramTask,
     SimplifiedTransformer,
-    causal_softmax,
     construction_limit,
     first_layer_attention,
     kgram_counts,
@@ -24,6 +23,8 @@ from ccmc_lite.ngram import (
     theta_star,
     theta_star_all_heads,
 )
+from ccmc_lite.ngram.estimators import _subset_counts
+from ccmc_lite.ngram.models import _causal_softmax
 
 
 def _tokens(S=5, T=32, B=64, seed=0, n=3):
@@ -262,14 +263,14 @@ def test_attention_only_forward_matches_the_plain_formula():
         q = torch.einsum("btd,hed->bhte", r, Q)
         k = torch.einsum("btd,hed->bhte", r, K)
         v = torch.einsum("btd,hed->bhte", r, V)
-        r = r + (causal_softmax(q @ k.transpose(-1, -2)) @ v).sum(1)
+        r = r + (_causal_softmax(q @ k.transpose(-1, -2)) @ v).sum(1)
     with torch.no_grad():
         torch.testing.assert_close(m(x), torch.softmax(r[:, -1] @ m.W, -1), atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("offsets", [(1,), (2,), (1, 2)])
 def test_subset_construction_tends_to_the_subset_estimator(offsets):
-    from ccmc_lite.ngram import subset_counts, subset_estimator, theta_star_subset
+    from ccmc_lite.ngram import subset_estimator, theta_star_subset
 
     x = _tokens(B=300, seed=9)
     m = SimplifiedTransformer(5, 32, 2).double()
@@ -280,7 +281,7 @@ def test_subset_construction_tends_to_the_subset_estimator(offsets):
     torch.testing.assert_close(p, lim, atol=1e-9, rtol=0)
     # where keys match and no clamped boundary key interferes, it is the N-estimator (App. F.2):
     # keys i < max(N) compare a history clamped to x_0 (as for theta*^k above)
-    has = subset_counts(x, 5, offsets).sum(-1) > 0
+    has = _subset_counts(x, 5, offsets).sum(-1) > 0
     boundary = torch.zeros(x.shape[0], dtype=torch.bool)
     for i in range(max(offsets)):
         hist_i = [x[:, max(i - h, 0)] for h in offsets]

@@ -22,9 +22,9 @@ from ccmc_lite.ngram import (
     kgram_estimator,
     sample_batch,
     smoothing_losses,
-    subset_counts,
     subset_estimator,
 )
+from ccmc_lite.ngram.estimators import _subset_counts
 
 # ----------------------------------------------------------------------------- slow reference
 
@@ -66,7 +66,7 @@ def test_noncontiguous_counts_match_slow_reference(data, offsets):
     S, seq = data
     offs = tuple(sorted(offsets))
     x = torch.tensor([seq, seq[::-1]])
-    fast = subset_counts(x, S, offs).long()
+    fast = _subset_counts(x, S, offs).long()
     assert fast[0].tolist() == slow_subset_counts(seq, S, offs, len(seq) - 1)
     assert fast[1].tolist() == slow_subset_counts(seq[::-1], S, offs, len(seq) - 1)
 
@@ -178,7 +178,7 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="n"):
         bayes_predictor(x, 3, 0, 1.0)
     with pytest.raises(ValueError, match="offsets"):
-        subset_counts(x, 3, (1, 1))
+        _subset_counts(x, 3, (1, 1))
     with pytest.raises(ValueError, match="target"):
         cross_entropy(torch.tensor([[0.5, 0.5]]), torch.tensor([[1.0, 0.0, 0.0]]))
     with pytest.raises(ValueError, match="positions"):

@@ -16,7 +16,6 @@ from ccmc_lite.ngram import (
     SuffixModel,
     decay_fits,
     exact_population_gradient,
-    fit_theorem42,
     flat_gradient,
     gradient_blocks,
     gradient_norm,
@@ -29,7 +28,6 @@ from ccmc_lite.ngram import (
     sequence_law,
     statistical_term,
     suffix_law,
-    theorem42_trend,
     theta_star,
     unmatched_mass,
 )
@@ -122,20 +120,6 @@ def test_gradient_at_theta_star_shrinks_as_T_grows():
             norms[T, c] = gradient_norm(m, b.tokens, b.target).naive
     assert norms[256, 4.0] < norms[64, 4.0]
     assert norms[256, 8.0] < norms[64, 8.0]
-
-
-def test_theorem42_fit_recovers_constants():
-    c = np.array([2.0, 4.0, 8.0, 16.0, 2.0, 4.0, 8.0, 16.0])
-    T = np.array([32.0] * 4 + [64.0] * 4)
-    stat = np.array([0.2] * 4 + [0.1] * 4)
-    g = theorem42_trend(c, T, stat, 0.7, 0.05)
-    a, b = fit_theorem42(c, T, stat, g)
-    assert a == pytest.approx(0.7, rel=1e-6) and b == pytest.approx(0.05, rel=1e-6)
-    # the trend itself, written out: a sqrt(c) stat + b T sqrt(c) e^{-c}
-    by_hand = 0.7 * 2.0 * 0.2 + 0.05 * 32 * 2.0 * np.exp(-4.0)  # c = 4, T = 32, stat = 0.2
-    assert float(theorem42_trend(4.0, 32.0, 0.2, 0.7, 0.05)) == pytest.approx(by_hand, rel=1e-12)
-    with pytest.raises(ValueError, match="grad_norm"):
-        fit_theorem42(c, T, stat, -g)
 
 
 def test_sequence_law_stationary_start_and_limits():

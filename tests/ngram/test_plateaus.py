@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ccmc_lite import ngram
-from ccmc_lite.ngram import detect_plateaus, escape_step, moving_average, nearest_level
+from ccmc_lite.ngram import detect_plateaus, moving_average, nearest_level
 
 
 def _history():
@@ -53,15 +53,12 @@ def test_short_dips_are_not_plateaus():
     assert detect_plateaus(grad, loss, window=50, threshold=0.2, min_length=1200) == []
 
 
-def test_nearest_level_and_escape_step():
+def test_nearest_level():
     levels = {"uniform": 1.609, "2-gram": 1.62, "3-gram": 1.44}
     assert nearest_level(1.45, levels) == ("3-gram", 1.44)
     assert nearest_level(1.61, levels)[0] == "uniform"
     with pytest.raises(ValueError, match="levels"):
         nearest_level(1.0, {})
-    _, loss = _history()
-    assert 1040 <= escape_step(loss, 1.58) <= 1060
-    assert escape_step(loss, 1.0) == -1
 
 
 def test_offset_attention_and_first_offsets_on_constructions():

@@ -19,7 +19,7 @@ import torch
 
 from ccmc_lite import glue
 from ccmc_lite.core import ChapterSnapshot, glued_values, load_snapshot
-from ccmc_lite.core.snapshots import snapshot_names
+from ccmc_lite.core.snapshots import _snapshot_names
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -195,7 +195,7 @@ CHAPTERS = _script().CHAPTERS
 
 
 def test_every_listed_chapter_has_a_snapshot_and_nothing_else_does():
-    assert set(snapshot_names()) == set(CHAPTERS)
+    assert set(_snapshot_names()) == set(CHAPTERS)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
