@@ -45,7 +45,9 @@ def table() -> list[fuzzkit.Entry]:
 def test_table_covers_every_public_callable(table) -> None:
     public = fuzzkit.public_callables()
     missing = sorted(set(public) - {e.name for e in table})
-    assert not missing, f"add these public names to tests/fuzzkit.py build_table: {missing}"
+    assert not missing, (
+        f"add these public names to their part's tests/<part>/fuzz_table.py: {missing}"
+    )
     assert len(public) >= 200
 
 

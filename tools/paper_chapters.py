@@ -10,7 +10,7 @@ snapshot, are left out). Everything it glues is written with its provenance and 
 of the chapter's code to ``ccmc_lite/data/paper_chapters/`` by
 :func:`tools.snapshots.save_snapshot`, and the wall time to ``benchmarks/results.json``
 (``chapter_paper_s[...]``). The chapter's last section loads the snapshot and shows both
-profiles side by side; ``tests/tools/test_snapshots.py`` fails when a chapter's code has changed
+profiles side by side; ``tests/tooling/test_snapshots.py`` fails when a chapter's code has changed
 since its snapshot was taken.
 """
 

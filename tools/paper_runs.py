@@ -12,7 +12,7 @@ written with
 :func:`tools.stored.save_stored` to ``ccmc_lite/data/paper_runs/NAME.json`` with its
 provenance (package and torch versions, date, machine, device, wall time, this command).
 The chapters read the files with :func:`ccmc_lite.core.load_stored`;
-``tests/tools/test_stored_runs.py`` checks that every stored file's settings equal the ones
+``tests/tooling/test_stored_runs.py`` checks that every stored file's settings equal the ones
 declared here and re-runs a short prefix of one of them.
 """
 

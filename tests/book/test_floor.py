@@ -32,7 +32,7 @@ from book_tools import (
 pytestmark = pytest.mark.floor
 
 #: The runtime package's tests, one folder per subpackage, and its layout rules. Not here: the
-#: book's and the tools' tests (tests/book, tests/tools), the bad-input fuzzing and the
+#: book's and the tools' tests (tests/book, tests/tooling), the bad-input fuzzing and the
 #: run-twice determinism check: the reader's runtime does not depend on them, and the main run
 #: covers them.
 UNIT_PATHS = ("core", "ccmc", "markov", "ngram", "lens", "test_architecture.py")

@@ -1,0 +1,106 @@
+"""The fuzz harness's valid calls of the repository's tools/
+(one entry or more per public callable).
+
+``tests/fuzzkit.py`` derives the bad, extreme, relation and degenerate cases from each entry
+(see its docstring) and gathers this table with the other parts'.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from fuzzkit import E, Entry, a
+
+
+def entries() -> list[Entry]:
+    """The valid calls of the repository's tools/."""
+    from ccmc_lite import core
+    from tools import costs
+
+    T: list[Entry] = []
+    add = T.append
+    add(E("tools.allocator.tune_allocator"))
+    sweep = core.Sweep(
+        name="f", task="ccmc_lite.markov.runs:sweep_task", settings={}, runs=[{}], seed=0
+    )
+    add(
+        E(
+            "tools.sweeps.Shard",
+            task=a("ccmc_lite.markov.runs:sweep_task"),
+            settings=a({}),
+            runs=a(({},)),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    add(E("tools.sweeps.SweepResult", a(sweep), a({}), a({}), a(0.0)))
+    add(E("tools.sweeps.run_shard", a("skip", "obj", "shard"), label="bad only"))
+    add(E("tools.sweeps.run_sweep", a("skip", "obj", "sweep"), label="bad only"))
+    add(
+        E(
+            "tools.stored.save_stored",
+            a("skip", "obj", "result"),
+            a("/nonexistent"),
+            command=a("c"),
+            label="bad only",
+        )
+    )
+    add(E("tools.sweeps.shards", a(sweep), a(1, "int", "shard_size", huge=False, none_ok=True)))
+    add(E("tools.stored.machine_description"))
+    add(E("tools.stored.package_version"))
+    add(E("tools.stored.cpu_field", a("model name", "fixed")))  # absent fields: None
+    add(E("tools.allocator.shell_exports"))
+    # installing the replay cache and undoing it (the pair leaves the package as it ships)
+    add(E("tools.replay.uninstall"))
+    add(E("tools.replay.install"))
+    add(E("tools.replay.load_ipython_extension", a(None, "fixed")))  # the shell: unused
+    add(E("tools.replay.uninstall"))
+    add(
+        E(
+            "tools.snapshots.save_snapshot",
+            a("part9/01_x"),
+            a({"a": 1.0}, "obj", "values"),
+            code_sha256=a("0" * 64),
+            wall_seconds=a(1.0, "pos"),
+            command=a("c"),
+            path=a(str(Path(tempfile.mkdtemp()) / "s.json")),
+        )
+    )
+    add(
+        E(
+            "tools.sweeps.makespan",
+            a([3.0, 2.0, 1.0], "obj", "shard_seconds"),
+            a(2, "int", "workers"),
+        )
+    )
+    work = costs.Work(matmul_flops=2e3, elementwise_flops=1e3, bytes=8e3, ops=12)
+    add(E("tools.costs.count_work", a(lambda: torch.ones(3).exp(), "callable", "fn")))
+    # every object has an answer (a digest, or None when it cannot be identified by value)
+    add(E("tools.replay.fingerprint", a((1, torch.ones(2), "x"), "fixed")))
+    add(E("tools.replay.replayable", a(lambda x: x, "callable", "fn")))
+    hardware = a(costs.H100_SXM, "obj", "hardware")
+    add(E("tools.costs.roofline_seconds", a(work, "obj", "work"), hardware, runs=a(4, "int")))
+    hardware = a(costs.H100_SXM, "obj", "hardware")
+    add(E("tools.costs.roofline_terms", a(work, "obj", "work"), hardware, runs=a(4, "int")))
+    add(
+        E(
+            "tools.costs.Work",
+            a(2e3, "nonneg", "matmul_flops"),
+            a(1e3, "nonneg", "elementwise_flops"),
+            a(8e3, "nonneg", "bytes"),
+            a(12, "count", "ops", huge=False),
+        )
+    )
+    add(
+        E(
+            "tools.costs.Hardware",
+            a("a machine", "fixed"),
+            a(1e12, "pos", "flops_per_s"),
+            a(1e11, "pos", "bytes_per_s"),
+            a(1e-6, "nonneg", "seconds_per_op"),
+            a("", "fixed"),
+        )
+    )
+    return T
