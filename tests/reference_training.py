@@ -12,6 +12,7 @@ per-run baseline.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -52,6 +53,7 @@ def train_looped(
 ) -> TrainResult:
     """Train the runs one after another; the result has the batched trainer's layout."""
     first, n_steps, dev = config.first_run, config.n_steps, resolve_device(config.device)
+    start_time = time.perf_counter()
     eval_steps = [s for s in config.eval_steps() if s <= n_steps]
     loss_hist, gnorm_hist = torch.empty(n_runs, n_steps), torch.empty(n_runs, n_steps)
     models, evals, ckpts = [], [], []
@@ -110,7 +112,7 @@ def train_looped(
                for k in (evals[0][0] if evals and evals[0] else {})},
         checkpoints={s: {n: stack([c[s][n] for c in ckpts]) for n in ckpts[0][s]}
                      for s in ckpts[0]},
-        seconds=0.0,
+        seconds=time.perf_counter() - start_time,
         config=config,
         template=models[0],
     )  # fmt: skip
