@@ -32,15 +32,6 @@ def _slice(batch: Any, i: int) -> Any:
     return type(batch)(_slice(v, i) for v in batch)
 
 
-def _optimizer(params: list[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
-    adam = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
-    return adam(
-        params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay, foreach=True
-    )
-
-
 def train_looped(
     make_model: Callable[[], nn.Module],
     loss_fn: Callable[..., torch.Tensor],
@@ -67,7 +58,7 @@ def train_looped(
             if config.lr_scale is not None:
                 own = dataclasses.replace(config, lr=config.lr * config.lr_scale[i])
             named = dict(model.named_parameters())
-            opt = _optimizer(list(named.values()), own)
+            opt = own.make_optimizer(list(named.values()))
             sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(own))
             gen = torch.Generator().manual_seed(derive_seed(seed, first + i, 1))
             runs = torch.tensor([first + i])

@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import time
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from ccmc_lite.core.snapshots import SNAPSHOT_FOLDER, ChapterSnapshot
 from ccmc_lite.core.validation import check_float
 
-from .stored import machine_description, package_version
+from .stored import provenance
 
 __all__ = ["save_snapshot"]
 
@@ -50,11 +46,7 @@ def save_snapshot(
         code_sha256=code_sha256,
         provenance={
             "profile": "paper",
-            "package_version": package_version(),
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": machine_description(),
+            **provenance(),
             "wall_seconds": round(wall_seconds, 1),
             "command": command,
         },

@@ -24,7 +24,18 @@ import ccmc_lite
 
 from .sweeps import SweepResult
 
-__all__ = ["cpu_field", "machine_description", "package_version", "save_stored"]
+__all__ = ["cpu_field", "machine_description", "package_version", "provenance", "save_stored"]
+
+
+def provenance() -> dict[str, str]:
+    """Where and when a file is written: package, torch and Python versions, date, machine."""
+    return {
+        "package_version": package_version(),
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": machine_description(),
+    }
 
 
 def package_version() -> str:
@@ -104,11 +115,7 @@ def save_stored(result: SweepResult, path: str | os.PathLike[str], *, command: s
         },
         "shared": json.loads(json.dumps(result.shared, default=_plain)),
         "provenance": {
-            "package_version": package_version(),
-            "torch_version": torch.__version__,
-            "python_version": platform.python_version(),
-            "created": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": machine_description(),
+            **provenance(),
             "device": result.device,
             "wall_seconds": round(result.seconds, 1),
             "shard_seconds": [round(s, 1) for s in result.shard_seconds],

@@ -35,7 +35,6 @@ __all__ = ["SNAPSHOT_FOLDER", "ChapterSnapshot", "Claims", "load_snapshot"]
 
 #: The package folder of the snapshots (``tools/snapshots.py`` writes them there).
 SNAPSHOT_FOLDER = "data/paper_chapters"
-_DATA = SNAPSHOT_FOLDER
 Scalar = bool | int | float | str
 
 
@@ -338,7 +337,7 @@ def _moved(rows: list[tuple[str, Any, Any]], rtol: float, atol: float) -> list[s
 
 def _snapshot_names() -> list[str]:
     """The chapters (``"part1/02_..."``) with a snapshot shipped in the package."""
-    return [stem.replace("__", "/") for stem in json_stems(_DATA)]
+    return [stem.replace("__", "/") for stem in json_stems(SNAPSHOT_FOLDER)]
 
 
 def load_snapshot(chapter: str, *, path: str | os.PathLike[str] | None = None) -> ChapterSnapshot:
@@ -352,7 +351,7 @@ def load_snapshot(chapter: str, *, path: str | os.PathLike[str] | None = None) -
         if not names:
             raise ValueError("chapter must have a snapshot; none ship with this installation")
         check_choice("chapter", chapter.removesuffix(".md"), names)
-        text = resources.files("ccmc_lite").joinpath(_DATA, f"{stem}.json")
+        text = resources.files("ccmc_lite").joinpath(SNAPSHOT_FOLDER, f"{stem}.json")
         blob = json.loads(text.read_text("utf-8"))
     else:
         blob = json.loads(Path(path).read_text(encoding="utf-8"))

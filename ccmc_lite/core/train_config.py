@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from .devices import resolve_device
 from .validation import (
     check_bool,
@@ -149,6 +151,15 @@ class TrainConfig:
     def n_steps(self) -> int:
         """Number of updates this call trains (``stop_after`` if set, else ``steps``)."""
         return self.steps if self.stop_after is None else self.stop_after
+
+    def make_optimizer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        """This config's optimiser over ``params``; ``foreach``: one fused update of all."""
+        if self.optimizer == "sgd":
+            return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay, foreach=True)
+        adam = torch.optim.AdamW if self.optimizer == "adamw" else torch.optim.Adam
+        return adam(
+            params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay, foreach=True
+        )
 
     def eval_steps(self) -> list[int]:
         """Steps (number of updates done) at which ``eval_fn`` is called."""

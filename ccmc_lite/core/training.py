@@ -111,7 +111,7 @@ def _train_program(
     params, buffers = stack_module_state(models)  # name -> (R, ...), leaf tensors
     leaves = list(params.values())
     batched_loss = over_runs(models[0], _checked_loss(loss_fn), randomness="different")
-    opt = _make_optimizer(leaves, config)
+    opt = config.make_optimizer(leaves)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_schedule(config))
     # lr_scale: after a step from theta to theta', run r moves to theta + s_r (theta' - theta)
     lerp = []  # per leaf, (R, 1, ..., 1) weights 1 - s_r of theta'.lerp_(theta, 1 - s_r)
@@ -228,16 +228,6 @@ def _forked_global_rng() -> Iterator[Callable[[int], None]]:
                 torch.cuda.manual_seed_all(seed)
 
         yield reseed
-
-
-def _make_optimizer(params: list[torch.Tensor], config: TrainConfig) -> torch.optim.Optimizer:
-    # foreach=True: one fused update over all tensors (on the CPU too)
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
-    adam = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
-    return adam(
-        params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay, foreach=True
-    )
 
 
 def _stop_if(bad: torch.Tensor, what: str, step: int, config: TrainConfig) -> None:

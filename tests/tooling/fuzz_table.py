@@ -50,6 +50,7 @@ def entries() -> list[Entry]:
     add(E("tools.sweeps.shards", a(sweep), a(1, "int", "shard_size", huge=False, none_ok=True)))
     add(E("tools.stored.machine_description"))
     add(E("tools.stored.package_version"))
+    add(E("tools.stored.provenance"))
     add(E("tools.stored.cpu_field", a("model name", "fixed")))  # absent fields: None
     add(E("tools.allocator.shell_exports"))
     # installing the replay cache and undoing it (the pair leaves the package as it ships)
