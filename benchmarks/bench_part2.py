@@ -140,6 +140,35 @@ def allocator_effect(steps: int, repeats: int = 2) -> dict:
     }
 
 
+def passes_against_runs(quick: bool = False) -> dict:
+    """Run-steps/s at the paper's settings (``N = 1024``, batch 16, tied) on one thread
+    against the number of runs ``R`` of the program: all runs in one forward and backward
+    pass (``runs_per_pass=R``) against the trainer's default, which splits a step into
+    passes whose attention-score blocks fit the cache (``core.training.PASS_BYTES``). The
+    two give the same numbers (``tests/core/test_training.py``); only the time differs."""
+    out: dict[str, float] = {}
+    warm = _grid_kernels(grid=(0.2, 0.5), seeds=1)  # (4, 2, 2)
+    options = dict(K=2, d=4, N=PAPER["N"], tied=True)
+    train_markov(warm, model_options=options, config=markov_config(1, progress=False), seed=0)
+    for R in (9, 27) if quick else (1, 9, 27, 81):
+        kernels = _grid_kernels(grid=(0.2, 0.5, 0.8), seeds=R)[:R]  # (R, 2, 2)
+        for name, rpp in (("one_pass", R), ("default", None)):
+            steps = 1 if quick else 2
+            result = train_markov(
+                kernels,
+                model_options=options,
+                config=markov_config(steps, lr=1e-3, progress=False, runs_per_pass=rpp),
+                seed=0,
+                batch_size=PAPER["batch"],
+            ).result
+            out[f"paper_R{R}_{name}_run_steps_per_s"] = round(R * steps / result.seconds, 2)
+        speedup = (
+            out[f"paper_R{R}_default_run_steps_per_s"] / out[f"paper_R{R}_one_pass_run_steps_per_s"]
+        )
+        out[f"paper_R{R}_passes_speedup"] = round(speedup, 2)
+    return out
+
+
 def run(quick: bool = False) -> dict:
     """Time the Fig. 4 sweep batched vs looped; returns a flat dict of numbers."""
     threads = torch.get_num_threads()
@@ -207,6 +236,7 @@ def run(quick: bool = False) -> dict:
         out["paper_profile_fig4_estimated_h"] = round(
             per_run_step * paper_runs * PAPER["steps"] / 3600, 1
         )
+        out.update(passes_against_runs(quick))
         out.update(allocator_effect(steps))
         out["torch_threads"] = torch.get_num_threads()
         out["load_avg_1min_at_end"] = round(os.getloadavg()[0], 2)

@@ -96,27 +96,6 @@ class TrainResult:
     def n_runs(self) -> int:
         return int(self.loss.shape[0])
 
-    @classmethod
-    def concatenate(cls, parts: list[TrainResult], config: TrainConfig) -> TrainResult:
-        """The runs of several results (consecutive chunks of one call) along axis 0."""
-
-        def cat(dicts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-            return {k: torch.cat([d[k] for d in dicts]) for k in dicts[0]}
-
-        first = parts[0]
-        return cls(
-            params=cat([p.params for p in parts]),
-            buffers=cat([p.buffers for p in parts]) if first.buffers else {},
-            loss=torch.cat([p.loss for p in parts]),
-            grad_norm=torch.cat([p.grad_norm for p in parts]),
-            eval_steps=first.eval_steps,
-            evals=cat([p.evals for p in parts]) if first.evals else {},
-            checkpoints={s: cat([p.checkpoints[s] for p in parts]) for s in first.checkpoints},
-            seconds=sum(p.seconds for p in parts),
-            config=config,
-            template=first.template,
-        )
-
     def params_at(self, step: int | None = None) -> dict[str, torch.Tensor]:
         """Stacked parameters ``name -> (R, ...)`` after ``step`` updates (default: final)."""
         if step is None:

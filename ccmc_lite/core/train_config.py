@@ -62,10 +62,11 @@ class TrainConfig:
         Call ``eval_fn`` every this many steps (0: only at the start and the end).
     checkpoint_steps : tuple of int
         Steps after which all parameters are saved (0 is the initialisation).
-    chunk_size : int or None
-        Train at most this many runs per batched program, one chunk after another; each
-        chunk draws its data from its own stream (see :func:`~ccmc_lite.core.train_runs`).
-        Only needed where one program of all runs does not fit in memory.
+    runs_per_pass : int or None
+        Runs per forward and backward pass within a step: the runs' gradients are the same
+        however the runs are split, so this changes speed and memory, not the numbers.
+        ``None`` chooses it on the CPU so that the attention scores of a pass stay in the
+        cache (:func:`~ccmc_lite.core.train_runs`).
     first_run : int
         Index of the first run of this call in a larger sweep: run ``first_run + r`` keeps
         its initialisation whichever call (shard) trains it.
@@ -99,7 +100,7 @@ class TrainConfig:
     lr_scale: tuple[float, ...] | None = None
     eval_every: int = 0
     checkpoint_steps: tuple[int, ...] = ()
-    chunk_size: int | None = None
+    runs_per_pass: int | None = None
     first_run: int = 0
     stop_after: int | None = None
     device: str | None = "cpu"
@@ -135,8 +136,8 @@ class TrainConfig:
         for s in self.checkpoint_steps:
             check_int("checkpoint_steps entry", s, minimum=0, maximum=self.steps)
         object.__setattr__(self, "checkpoint_steps", tuple(self.checkpoint_steps))
-        if self.chunk_size is not None:
-            check_size("chunk_size", self.chunk_size)
+        if self.runs_per_pass is not None:
+            check_size("runs_per_pass", self.runs_per_pass)
         check_int("first_run", self.first_run, minimum=0)
         resolve_device(self.device)  # an unknown or absent device is named here, not mid-run
         if self.stop_after is not None:

@@ -14,7 +14,10 @@ share the program too.
   tensor of run indices counted from ``config.first_run``): a tensor, or a tuple/dict of
   tensors, with leading dimension ``R``. ``generator`` (CPU: the same data on every device)
   is seeded ``derive_seed(seed, first, 1)`` for a program whose first run is ``first``, so
-  the data depend on how the runs are split into programs (``config.chunk_size``, shards).
+  the data depend on how a sweep is split into programs (shards, ``config.first_run``).
+* A step runs the forward and backward passes of a few runs at a time
+  (``config.runs_per_pass``), so that the attention scores of a pass stay in the CPU's
+  cache; the gradients are the same sums, so the numbers do not depend on the split.
 * ``loss_fn(model, batch)`` is one run's loss on its slice of the batch, a scalar tensor.
 * ``eval_fn(model, step)`` (optional) returns a dict of scalar tensors, evaluated without
   gradients at ``config.eval_steps()``.
@@ -28,8 +31,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import functools
+import operator
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -48,6 +51,11 @@ from .validation import DivergenceError, check_callable, check_instance, check_s
 __all__ = ["train_runs"]
 
 Batch = Any  # a tensor, or a (nested) tuple/list/dict of tensors with leading run axis
+#: Bytes one pass's block of attention scores may take: the runs of a step are split into
+#: passes (``TrainConfig.runs_per_pass``) so that the score blocks stay in the CPU's cache.
+PASS_BYTES = 32 * 2**20
+#: Queries per score block of the package's attention (``markov.ATTENTION_BLOCK``).
+ATTENTION_QUERIES = 64
 
 
 def train_runs(
@@ -80,30 +88,6 @@ def train_runs(
         raise ValueError(
             f"config.lr_scale must hold one factor per run ({n_runs}); got {len(config.lr_scale)}"
         )
-    size = config.chunk_size or n_runs
-    parts = []
-    for start in range(0, n_runs, size):  # one program per chunk of runs, in order
-        scales = None if config.lr_scale is None else config.lr_scale[start : start + size]
-        label = f"{config.label} [runs {start}-{min(start + size, n_runs) - 1}]"
-        chunk = dataclasses.replace(
-            config, label=label, lr_scale=scales, first_run=config.first_run + start
-        )
-        n = min(size, n_runs - start)
-        program = chunk if size < n_runs else config
-        parts.append(_train_program(make_model, loss_fn, batch_fn, eval_fn, n, program, seed))
-    return parts[0] if len(parts) == 1 else TrainResult.concatenate(parts, config)
-
-
-def _train_program(
-    make_model: Callable[[], nn.Module],
-    loss_fn: Callable[..., torch.Tensor],
-    batch_fn: Callable[[int, torch.Tensor, torch.Generator], Batch],
-    eval_fn: Callable[..., dict[str, torch.Tensor]] | None,
-    n_runs: int,
-    config: TrainConfig,
-    seed: int,
-) -> TrainResult:
-    """Runs ``config.first_run ... + n_runs - 1`` as one vmapped program."""
     first, n_steps, dev = config.first_run, config.n_steps, resolve_device(config.device)
     models = _build_models(make_model, n_runs, seed, dev, first)
     template = copy.deepcopy(models[0]).to("cpu")
@@ -140,28 +124,32 @@ def _train_program(
     with _forked_global_rng() as reseed:
         reseed(derive_seed(seed, first, 2))  # randomness drawn inside the model
         record(0)
-        first_loss = None
+        first_loss, passes = None, None
         for step in range(n_steps):
-            batch = _to_device(batch_fn(step, runs, gen), dev)
+            batch = _map(lambda t: t.to(dev), batch_fn(step, runs, gen))
             if _leading_dim(batch) != n_runs:
                 raise ValueError(
                     f"batch_fn must return tensors with leading dimension n_runs={n_runs}; "
                     f"got {_leading_dim(batch)}"
                 )
-            losses = batched_loss(params, buffers, batch)  # (R,)
-            if losses.ndim != 1:
-                raise ValueError(f"loss_fn must return a scalar; got {tuple(losses.shape[1:])}")
-            _stop_if(~torch.isfinite(losses.detach()), "non-finite training loss", step, config)
+            if passes is None:  # chosen from the first batch
+                passes = _passes(config.runs_per_pass, batch, n_runs, dev, template)
+            opt.zero_grad(set_to_none=True)
+            parts = []
+            for sl in passes:  # one forward and backward per pass; gradients add up in place
+                part = batched_loss(*_map(operator.itemgetter(sl), (params, buffers, batch)))
+                if part.ndim != 1:
+                    raise ValueError(f"loss_fn must return a scalar; got {tuple(part.shape[1:])}")
+                part.sum().backward()  # runs are independent: d(sum)/d(theta_r) = dL_r/d(theta_r)
+                parts.append(part.detach())
+            losses = torch.cat(parts)  # (R,)
+            _stop_if(~torch.isfinite(losses), "non-finite training loss", step, config)
             if first_loss is None:
-                first_loss = losses.detach().clone()
+                first_loss = losses.clone()
             elif config.max_loss_rise is not None:  # the divergence guard
                 limit = config.max_loss_rise * first_loss.abs().clamp(min=1.0)
                 what = f"training loss rose more than max_loss_rise={config.max_loss_rise} times"
-                _stop_if(
-                    losses.detach() - first_loss > limit, f"{what} its first value", step, config
-                )
-            opt.zero_grad(set_to_none=True)
-            losses.sum().backward()  # runs are independent: d(sum)/d(theta_r) = dL_r/d(theta_r)
+                _stop_if(losses - first_loss > limit, f"{what} its first value", step, config)
             grads = [t.grad if t.grad is not None else torch.zeros_like(t) for t in leaves]
             sq = torch.stack([g.reshape(n_runs, -1).pow(2).sum(1) for g in grads]).sum(0)
             gnorm = sq.sqrt()  # (R,)
@@ -176,7 +164,7 @@ def _train_program(
                     for t, old, w in zip(leaves, before, lerp, strict=True):
                         t.lerp_(old, w)
             sched.step()
-            loss_hist[:, step] = losses.detach().cpu()
+            loss_hist[:, step] = losses.cpu()
             gnorm_hist[:, step] = gnorm.detach().cpu()
             record(step + 1)
             bar.update(step + 1, loss=float(loss_hist[:, step].mean()))
@@ -243,16 +231,38 @@ def _stop_if(bad: torch.Tensor, what: str, step: int, config: TrainConfig) -> No
         )
 
 
-def _to_device(batch: Batch, device: torch.device) -> Batch:
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device)
-    if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_to_device(v, device) for v in batch)
+def _passes(
+    runs_per_pass: int | None, batch: Batch, n_runs: int, device: torch.device, model: nn.Module
+) -> list[slice]:
+    """Slices of the run axis of ``runs_per_pass`` runs; ``None``: on the CPU, as many as
+    keep a pass's block of attention scores (``4 * ATTENTION_QUERIES`` bytes per token) in
+    ``PASS_BYTES``; one pass for dropout, whose draws would depend on the split."""
+    size = runs_per_pass
+    if size is None:
+        random = any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
+        if device.type != "cpu" or random:
+            size = n_runs
+        else:
+            sizes: list[int] = []  # tokens per run of each tensor of the batch
+            _map(lambda t: sizes.append(t[0].numel()), batch)
+            size = PASS_BYTES // (4 * ATTENTION_QUERIES * max(sizes))
+    starts = list(range(0, n_runs, max(size, 2)))
+    if len(starts) > 1 and n_runs - starts[-1] == 1:
+        starts.pop()  # no pass of one run: a lone run takes other kernels (other rounding)
+    return [slice(a, b) for a, b in zip(starts, [*starts[1:], n_runs], strict=True)]
+
+
+def _map(fn: Callable[[torch.Tensor], Any], x: Batch) -> Batch:
+    """``fn`` applied to every tensor of ``x`` (a tensor, or a dict/tuple/list of them)."""
+    if isinstance(x, torch.Tensor):
+        return fn(x)
+    if isinstance(x, dict):
+        return {k: _map(fn, v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return type(x)(_map(fn, v) for v in x)
     raise TypeError(
         "batch_fn must return tensors (or tuples/dicts of tensors); found a "
-        f"{type(batch).__name__} ({batch!r:.60})"
+        f"{type(x).__name__} ({x!r:.60})"
     )
 
 

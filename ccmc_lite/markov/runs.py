@@ -71,7 +71,7 @@ def markov_config(
 
     Checkpoints are taken every ``eval_every`` steps (and at the first and last step) so
     that :meth:`MarkovRuns.test_losses` can draw test-loss curves afterwards. Other
-    :class:`~ccmc_lite.core.TrainConfig` fields (``label``, ``chunk_size``, ``lr_scale``,
+    :class:`~ccmc_lite.core.TrainConfig` fields (``label``, ``lr_scale``,
     ``device``, ``progress``, ...) pass through ``bookkeeping``.
     """
     steps = check_size("steps", steps, minimum=1)
@@ -178,8 +178,7 @@ def train_markov(
         match the kernels.
     config : TrainConfig
         The optimiser (:func:`markov_config` gives the paper's) and the call's bookkeeping:
-        ``label``, ``chunk_size`` (runs per program, where all of them do not fit in
-        memory), ``lr_scale`` (one factor per kernel, e.g. the learning-rate comparison of
+        ``label``, ``lr_scale`` (one factor per kernel, e.g. the learning-rate comparison of
         Sec. 4 of Makkuva et al. as one program), ``device``, ``first_run`` (the index of
         the first kernel's run in a larger sweep), ``stop_after`` and ``progress``.
     seed : int

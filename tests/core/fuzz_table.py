@@ -139,7 +139,7 @@ def entries() -> list[Entry]:
             progress_updates=a(2, "int"),
             checkpoint_steps=a((1,), "obj"),
             lr_scale=a([1.0, 2.0], "obj", none_ok=True),  # its length: checked by train_runs
-            chunk_size=a(1, "int", none_ok=True),
+            runs_per_pass=a(1, "int", none_ok=True),
             stop_after=a(2, "int", none_ok=True),
             first_run=a(0, "count", huge=False),
             device=a("cpu", "choice", none_ok=True),

@@ -319,28 +319,57 @@ def test_lr_scale_rejects_bad_factors(lr_scale, error, match):
                    seed=0)  # fmt: skip
 
 
-def test_chunks_are_programs_of_consecutive_runs_with_their_own_data():
-    """chunk_size: the runs of each chunk as one program; initialisations as in one program
-    of all runs, the data of a chunk drawn from its own stream (as a shard's)."""
+@pytest.mark.parametrize("runs_per_pass", [2, 3, 4, 6, None])
+def test_passes_split_a_step_without_changing_a_bit(runs_per_pass):
+    """runs_per_pass: the runs of a step go through forward and backward a few at a time;
+    each run's gradient is the same sum, so every number equals the one-pass program's."""
 
     def random_batch(step, runs, gen):
         x = torch.randn(len(runs), 8, D_IN, generator=gen)
         return x, x.sum(-1, keepdim=True)
 
-    cfg = replace(CFG, lr_scale=(1.0, 2.0, 0.5))
-    whole = train_runs(TiedMLP, loss_fn, random_batch, n_runs=3, config=cfg, seed=5)
-    chunked = train_runs(
-        TiedMLP, loss_fn, random_batch, n_runs=3, config=replace(cfg, chunk_size=2), seed=5
-    )
-    tail = train_runs(
-        TiedMLP, loss_fn, random_batch, n_runs=1, seed=5,
-        config=replace(CFG, first_run=2, lr_scale=(0.5,)),
+    cfg = replace(CFG, lr_scale=(1.0, 2.0, 0.5, 1.0, 1.5, 0.7, 1.0), checkpoint_steps=(1,))
+    whole = train_runs(TiedMLP, loss_fn, random_batch, n_runs=7, config=cfg, seed=5,
+                       eval_fn=lambda m, step: {"out": m(torch.ones(2, D_IN)).sum()})  # fmt: skip
+    split = train_runs(
+        TiedMLP, loss_fn, random_batch, n_runs=7, seed=5,
+        config=replace(cfg, runs_per_pass=runs_per_pass),
+        eval_fn=lambda m, step: {"out": m(torch.ones(2, D_IN)).sum()},
     )  # fmt: skip
-    for name, value in whole.params_at(0).items():
-        assert torch.equal(chunked.params_at(0)[name], value), name
-    assert torch.equal(chunked.loss[2], tail.loss[0])  # the last chunk is a shard of one run
-    assert not torch.equal(chunked.loss[1], whole.loss[1])  # other data in another program
-    assert chunked.loss.shape == (3, CFG.steps) and chunked.config.chunk_size == 2
+    assert torch.equal(split.loss, whole.loss) and torch.equal(split.grad_norm, whole.grad_norm)
+    for name, value in whole.params.items():
+        assert torch.equal(split.params[name], value), name
+        assert torch.equal(split.checkpoints[1][name], whole.checkpoints[1][name]), name
+    assert torch.equal(split.evals["out"], whole.evals["out"])
+
+
+@pytest.mark.parametrize(
+    ("runs_per_pass", "n_runs", "sizes"),
+    [(2, 5, [2, 3]), (3, 7, [3, 4]), (1, 3, [3]), (4, 4, [4]), (8, 3, [3]), (1, 1, [1])],
+)
+def test_passes_never_leave_one_run_alone(runs_per_pass, n_runs, sizes):
+    """A pass of one run takes other kernels than a pass of several (other rounding), so
+    the split never makes one, unless the program has a single run."""
+    from ccmc_lite.core.training import _passes
+
+    got = _passes(runs_per_pass, torch.zeros(n_runs, 3), n_runs, torch.device("cpu"), TiedMLP())
+    assert [s.stop - s.start for s in got] == sizes
+    assert got[0].start == 0 and got[-1].stop == n_runs
+
+
+def test_default_passes_hold_the_attention_scores_of_a_cache_budget():
+    """None: as many runs per pass as keep 4 * 64 bytes per token of a run's batch within
+    PASS_BYTES (32 MiB): at the paper's Part II batch (16 x 1025 tokens), 7 runs."""
+    from ccmc_lite.core.training import PASS_BYTES, _passes
+
+    batch = torch.zeros(81, 16, 1025, dtype=torch.long)
+    got = _passes(None, batch, 81, torch.device("cpu"), TiedMLP())
+    assert PASS_BYTES // (4 * 64 * 16 * 1025) == 7
+    assert [s.stop - s.start for s in got] == [7] * 11 + [4]
+    small = _passes(None, torch.zeros(81, 8, 33), 81, torch.device("cpu"), TiedMLP())
+    assert small == [slice(0, 81)]  # short sequences: every run in one pass
+    dropout = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1))
+    assert _passes(None, batch, 81, torch.device("cpu"), dropout) == [slice(0, 81)]
 
 
 def test_shards_start_where_the_whole_sweep_starts():

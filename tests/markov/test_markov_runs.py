@@ -84,17 +84,17 @@ def test_train_markov_is_reproducible_and_runs_are_independent():
     assert torch.equal(a.params_at(0)["e"][0], c.params_at(0)["e"][0])
 
 
-def test_train_markov_chunks_and_kstate():
+def test_train_markov_passes_and_kstate():
     kernels = torch.stack([symmetric_kernel(3, 0.3)] * 5)
     runs = train_markov(
         kernels,
         model_options=dict(K=3, d=2, N=5),
-        config=markov_config(3, chunk_size=2, progress=False),
+        config=markov_config(3, runs_per_pass=2, progress=False),
         seed=1,
         batch_size=2,
     )
     assert runs.result.loss.shape == (5, 3) and runs.params_at(0)["E"].shape == (5, 3, 2)
-    # chunking never changes a run's initialisation: run r starts from derive_seed(1, r, 0)
+    # passes of 2 + 3 runs: the same numbers as one pass of all five
     whole = train_markov(
         kernels,
         model_options=dict(K=3, d=2, N=5),
@@ -102,8 +102,9 @@ def test_train_markov_chunks_and_kstate():
         seed=1,
         batch_size=2,
     )
-    for name, value in whole.params_at(0).items():
-        assert torch.equal(runs.params_at(0)[name], value), name
+    assert torch.equal(runs.result.loss, whole.result.loss)
+    for name, value in whole.params_at(3).items():
+        assert torch.equal(runs.params_at(3)[name], value), name
 
 
 def test_train_markov_bad_inputs():

@@ -131,3 +131,21 @@ def test_attention_plot_and_checkpoint_gradients():
             own = gradient_norm(res.module(r, step), tx, ty.to(torch.float32)).estimate
             assert norms[r, j] == pytest.approx(own, rel=1e-6)
     assert not np.allclose(norms[0], norms[1])  # two runs, two sets of weights
+
+
+def test_the_part3_trainer_splits_a_step_into_passes_without_changing_a_bit():
+    """Six runs of the simplified transformer at T = 64, batch 128 (the paper's plateau
+    sweep): passes of 2, 3 or the default give exactly the one-pass numbers."""
+    task = NGramTask(S=5, n=3, T=64, alpha=1.0)
+
+    def train(runs_per_pass):
+        cfg = TrainConfig(steps=3, lr=1e-2, optimizer="adam", progress=False,
+                          runs_per_pass=runs_per_pass)  # fmt: skip
+        return train_runs(lambda: SimplifiedTransformer(5, 64, 2), make_loss_fn(eps=1e-8),
+                          NGramStream(task, 128), n_runs=6, config=cfg, seed=1)  # fmt: skip
+
+    whole = train(6)
+    for runs_per_pass in (2, 3, None):
+        split = train(runs_per_pass)
+        assert torch.equal(split.loss, whole.loss)
+        assert all(torch.equal(split.params[n], whole.params[n]) for n in whole.params)
