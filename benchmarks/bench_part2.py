@@ -149,7 +149,8 @@ def passes_against_runs(quick: bool = False) -> dict:
     out: dict[str, float] = {}
     warm = _grid_kernels(grid=(0.2, 0.5), seeds=1)  # (4, 2, 2)
     options = dict(K=2, d=4, N=PAPER["N"], tied=True)
-    train_markov(warm, model_options=options, config=markov_config(1, progress=False), seed=0)
+    warm_config = markov_config(1, progress=False)
+    train_markov(warm, model_options=options, config=warm_config, seed=0, batch_size=16)
     for R in (9, 27) if quick else (1, 9, 27, 81):
         kernels = _grid_kernels(grid=(0.2, 0.5, 0.8), seeds=R)[:R]  # (R, 2, 2)
         for name, rpp in (("one_pass", R), ("default", None)):
