@@ -89,7 +89,7 @@ def _grid_sweep(tied: bool, steps: int, quick: bool) -> Sweep:
     if quick:
         settings["N"] = QUICK["N"]
     runs = [{"p": p, "q": q, "seed_index": 0} for p in GRID for q in GRID][:GRID_SHARD]
-    return Sweep("p2_fig4_grid_timing", "ccmc_lite.markov.runs:sweep_task", settings, runs, 0)
+    return Sweep("p2_fig4_grid_timing", "tools.markov_tasks:sweep_task", settings, runs, 0)
 
 
 def _now() -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from ccmc_lite.core import Sweep
-from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
+from tools.ngram_tasks import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
 from .stored import save_stored
 from .sweeps import run_sweep
@@ -66,7 +66,7 @@ def _stagewise(
         settings["grad_sequences"] = grad_sequences
     runs = [{"run": r} for r in range(5)]
     return Experiment(
-        Sweep(name, "ccmc_lite.ngram.runs:sweep_task", settings, runs, seed=0), source, estimate
+        Sweep(name, "tools.ngram_tasks:sweep_task", settings, runs, seed=0), source, estimate
     )
 
 
@@ -74,7 +74,7 @@ def _attention_only(embedding: str, estimate: str) -> Experiment:
     # Varre et al. (2025), App. I.1 (Fig. 4): three seeds, the chapter's seed and test set.
     settings = {**PAPER_ATTENTION_ONLY, "embedding": embedding}
     runs = [{"run": r} for r in range(3)]
-    task = "ccmc_lite.ngram.runs:attention_only_task"
+    task = "tools.ngram_tasks:attention_only_task"
     name = f"p3_attention_only_{embedding}_paper"
     source = f"Varre et al. 2025, App. I.1, Fig. 4 ({embedding} embeddings)"
     return Experiment(Sweep(name, task, settings, runs, seed=1), source, estimate)
@@ -96,7 +96,7 @@ def _plateau(estimate: str) -> Experiment:
         "batch": 128,
         "checkpoint_every": 128,
     }
-    sweep = Sweep("p3_plateau_paper", "ccmc_lite.ngram.runs:plateau_task", settings, runs, seed=3)
+    sweep = Sweep("p3_plateau_paper", "tools.ngram_tasks:plateau_task", settings, runs, seed=3)
     source = "book, Part III ch. 5 (T and alpha against plateau length) at Sec. 5's settings"
     return Experiment(sweep, source, estimate)
 
@@ -126,8 +126,9 @@ def _markov(
     estimate: str,
     source: str = "Makkuva et al. 2024, Fig. 4 at the settings of Table 2",
     shard_size: int = 3,
+    model: dict | None = None,
 ) -> Experiment:
-    settings = {**TABLE2, "tied": tied, "depth": depth}
+    settings = {**TABLE2, "tied": tied, "depth": depth, **(model or {})}
     runs = [{"p": p, "q": q, "seed_index": s} for p, q in cells for s in range(3)]
     return _markov_sweep(name, settings, runs, source, estimate, shard_size)
 
@@ -146,7 +147,7 @@ def _markov_sweep(
     name: str, settings: dict, runs: list[dict], source: str, estimate: str, shard_size: int = 3
 ) -> Experiment:
     return Experiment(
-        Sweep(name, "ccmc_lite.markov.runs:sweep_task", settings, runs, seed=0),
+        Sweep(name, "tools.markov_tasks:sweep_task", settings, runs, seed=0),
         source,
         estimate,
         default=False,

@@ -30,19 +30,56 @@ returns arrays whose leading axis is the run (``len(runs)``) and, under the key
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ccmc_lite.core.devices import resolve_device
-from ccmc_lite.core.stored import Sweep, resolve_task
+from ccmc_lite.core.stored import Sweep
 from ccmc_lite.core.validation import check_float, check_instance, check_int, check_seed, check_size
 
-__all__ = ["Shard", "SweepResult", "makespan", "run_shard", "run_sweep", "shards"]
+__all__ = [
+    "Shard",
+    "SweepResult",
+    "check_task_args",
+    "makespan",
+    "resolve_task",
+    "run_shard",
+    "run_sweep",
+    "shards",
+]
+
+
+def resolve_task(task: str) -> Callable[..., dict[str, Any]]:
+    """Import ``"package.module:function"``; raise ``ValueError`` when it does not exist."""
+    if not isinstance(task, str):
+        raise TypeError(f"task must be a 'module:function' string; got {type(task).__name__}")
+    module_name, sep, name = task.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"task must look like 'package.module:function'; got {task!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"task module {module_name!r} cannot be imported ({err})") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ValueError(f"task {task!r}: {module_name} has no function {name!r}")
+    return fn
+
+
+def check_task_args(settings: Any, runs: Any, first_run: Any) -> int:
+    """The checks every sweep task makes of its protocol arguments; returns ``first_run``."""
+    check_instance("settings", settings, Mapping)
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
+    if not runs:
+        raise ValueError("runs must be a non-empty list of per-run records")
+    return check_int("first_run", first_run, minimum=0)
 
 
 @dataclass(frozen=True)

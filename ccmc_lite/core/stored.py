@@ -14,18 +14,17 @@ Some of the same sweeps were also run again on one GPU, with the same code and s
 ``load_stored(name, gpu=True)`` reads those copies (``ccmc_lite/data/gpu_runs/``), and
 :func:`~ccmc_lite.core.gpu_timings` the step times measured there.
 
-A sweep's *task* is a function of a part (e.g. :func:`ccmc_lite.markov.sweep_task`) with
-the signature ``task(settings, runs, *, first_run, seed, device) -> dict``: it trains the
-runs ``runs`` (one settings record each) as one batched program, and returns arrays whose
-leading axis is the run and, under ``"shared"``, values common to all runs.
+A sweep's *task* names the function that trained it (``"tools.markov_tasks:sweep_task"``,
+in the repository's ``tools/``): it trains the runs ``runs`` (one settings record each) as
+one batched program and returns arrays whose leading axis is the run. Reading a stored
+run needs only the package; training it again needs the repository.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -33,16 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from .validation import check_bool, check_choice, check_instance, check_int, check_seed
+from .validation import check_bool, check_choice, check_seed
 
 __all__ = [
     "PROVENANCE_KEYS",
     "StoredRun",
     "Sweep",
-    "check_task_args",
     "gpu_timings",
     "load_stored",
-    "resolve_task",
     "stored_names",
 ]
 
@@ -65,23 +62,6 @@ _GPU_TIMINGS = "data/gpu_timings.json"
 DATA_FOLDERS = {"cpu": _DATA, "gpu": _GPU_DATA, "gpu_timings": _GPU_TIMINGS}
 
 
-def resolve_task(task: str) -> Callable[..., dict[str, Any]]:
-    """Import ``"package.module:function"``; raise ``ValueError`` when it does not exist."""
-    if not isinstance(task, str):
-        raise TypeError(f"task must be a 'module:function' string; got {type(task).__name__}")
-    module_name, sep, name = task.partition(":")
-    if not sep or not module_name or not name:
-        raise ValueError(f"task must look like 'package.module:function'; got {task!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ValueError(f"task module {module_name!r} cannot be imported ({err})") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ValueError(f"task {task!r}: {module_name} has no function {name!r}")
-    return fn
-
-
 def _json_ready(value: Any, what: str) -> Any:
     """Check that settings are plain JSON data (they travel to workers and into files)."""
     try:
@@ -90,16 +70,6 @@ def _json_ready(value: Any, what: str) -> Any:
         raise TypeError(
             f"{what} must be plain JSON data (numbers, strings, lists); {err}"
         ) from None
-
-
-def check_task_args(settings: Any, runs: Any, first_run: Any) -> int:
-    """The checks every sweep task makes of its protocol arguments; returns ``first_run``."""
-    check_instance("settings", settings, Mapping)
-    if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):
-        raise TypeError(f"runs must be a non-empty list of dicts; got {type(runs).__name__}")
-    if not runs:
-        raise ValueError("runs must be a non-empty list of per-run records")
-    return check_int("first_run", first_run, minimum=0)
 
 
 @dataclass(frozen=True)
@@ -139,7 +109,9 @@ class Sweep:
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string; got {name!r}")
-        resolve_task(task)
+        module, sep, function = task.partition(":") if isinstance(task, str) else ("", "", "")
+        if not (module and sep and function):
+            raise ValueError(f"task must look like 'package.module:function'; got {task!r}")
         if not isinstance(settings, Mapping):
             raise TypeError(f"settings must be a mapping; got {type(settings).__name__}")
         if isinstance(runs, (str, bytes)) or not isinstance(runs, Sequence):

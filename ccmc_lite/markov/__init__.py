@@ -4,8 +4,8 @@ Modules, in the order of the chapters: :mod:`~ccmc_lite.markov.kernels` (binary 
 ``K``-state kernels, sampling), :mod:`~ccmc_lite.markov.model` (the transformer of Sec. 2.1 /
 App. A; :mod:`~ccmc_lite.markov.blocked_attention` is its fast attention path),
 :mod:`~ccmc_lite.markov.landscape` (constructions, exact losses, Hessians) and
-:mod:`~ccmc_lite.markov.runs` (many runs as one batched program). Exercise checkers:
-:mod:`ccmc_lite.markov.exercises`.
+:mod:`~ccmc_lite.markov.runs` (many runs as one batched program, and reading them).
+Exercise checkers: :mod:`ccmc_lite.markov.exercises`.
 
 The chain quantities shared with the other parts (:func:`~ccmc_lite.core.stationary_distribution`,
 :func:`~ccmc_lite.core.entropy`, :func:`~ccmc_lite.core.entropy_rate`,

@@ -22,11 +22,9 @@ from matplotlib.axes import Axes
 from ..core.batched import TrainResult
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
 from ..core.seeding import derive_seed, torch_generator
-from ..core.stored import check_task_args
 from ..core.train_config import TrainConfig
 from ..core.training import train_runs
 from ..core.validation import (
-    DEFAULT_LIMITS,
     as_tensor,
     check_float,
     check_instance,
@@ -37,7 +35,7 @@ from ..core.validation import (
     check_size,
     check_tokens,
 )
-from .kernels import binary_kernel, check_kernel, sample_chains, symmetric_kernel
+from .kernels import check_kernel, sample_chains
 from .model import (
     MarkovTransformer,
     check_model_options,
@@ -50,7 +48,6 @@ __all__ = [
     "attention_ratio",
     "markov_config",
     "plot_pq_grid",
-    "sweep_task",
     "threshold_bracket",
     "train_markov",
     "unigram_gap",
@@ -436,76 +433,3 @@ def plot_pq_grid(
     if colorbar_label:
         cb.set_label(colorbar_label)
     return im
-
-
-def sweep_task(
-    settings: dict[str, Any],
-    runs: list[dict[str, Any]],
-    *,
-    first_run: int,
-    seed: int,
-    device: str = "cpu",
-) -> dict[str, Any]:
-    """Train a shard of a Markov sweep (a task for :class:`ccmc_lite.core.Sweep`).
-
-    ``settings`` (shared by the shard): ``K``, ``d``, ``N``, ``batch``, ``steps``, ``lr``,
-    ``tied``, and optionally ``depth``, ``layer_norm``, ``activation`` (``"relu"``, or
-    ``"gelu"`` for the paper's Table 1 model with ``layer_norm``), ``weight_decay`` (default
-    ``1e-3``), ``eval_every`` (default ``steps // 40``), ``n_test`` (default 64),
-    ``head`` (training losses kept per run, default 20) and ``stop_after``. ``runs``: one
-    dict per run with ``p`` and, for ``K = 2``, ``q`` (kernel :func:`binary_kernel`);
-    for ``K > 2``, ``p`` of :func:`symmetric_kernel`. The optimiser is the paper's
-    (:func:`markov_config`: AdamW(0.9, 0.95), cosine schedule).
-
-    Returns per run: ``test_loss`` at the checkpoints (``(R, S)``, scored against the true
-    kernel on ``n_test`` sequences), ``gap`` (:func:`unigram_gap` of the final test loss;
-    0 where ``x_n`` and ``x_{n+1}`` are independent, e.g. ``p + q = 1`` on the Fig. 4
-    grid's anti-diagonal, where the unigram is the chain's own law: Part II ch. 5's
-    convention), ``entropy_rate`` and ``unigram_entropy`` of the kernel,
-    ``train_loss_head`` (the first ``head`` training losses, for reproduction checks);
-    ``shared["eval_steps"]``.
-    """
-    first_run = check_task_args(settings, runs, first_run)
-    K = check_size("settings['K']", settings.get("K", 2), minimum=2, limit=DEFAULT_LIMITS["vocab"])
-    if K == 2:
-        kernels = torch.stack([binary_kernel(r["p"], r["q"]) for r in runs])
-    else:
-        kernels = torch.stack([symmetric_kernel(K, r["p"]) for r in runs])
-    steps = check_size("settings['steps']", settings["steps"], minimum=1)
-    eval_every = settings.get("eval_every", max(steps // 40, 1))
-    options = {
-        "K": K,
-        "d": settings["d"],
-        "N": settings["N"],
-        "tied": settings["tied"],
-        "depth": settings.get("depth", 1),
-        "layer_norm": settings.get("layer_norm", False),
-        "activation": settings.get("activation", "relu"),
-    }
-    config = markov_config(
-        steps,
-        lr=settings["lr"],
-        eval_every=eval_every,
-        weight_decay=settings.get("weight_decay", 1e-3),
-        progress=False,
-        device=device,
-        first_run=first_run,
-        stop_after=settings.get("stop_after"),
-    )
-    result = train_markov(
-        kernels, model_options=options, config=config, seed=seed, batch_size=settings["batch"]
-    )
-    head = min(int(settings.get("head", 20)), result.result.loss.shape[1])
-    out: dict[str, Any] = {
-        "train_loss_head": result.result.loss[:, :head].double().numpy(),
-        "entropy_rate": entropy_rate(kernels).numpy(),
-        "unigram_entropy": unigram_entropy(kernels).numpy(),
-    }
-    if settings.get("stop_after") is None:
-        steps_done, losses = result.test_losses(
-            n_test=settings.get("n_test", 64), seed=settings.get("test_seed", 7)
-        )
-        out["test_loss"] = losses.numpy()  # (R, S)
-        out["gap"] = unigram_gap(losses[:, -1], kernels, undefined=0.0).numpy()
-        out["shared"] = {"eval_steps": steps_done}
-    return out

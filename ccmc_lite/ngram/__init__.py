@@ -7,8 +7,8 @@ sampling), :mod:`~ccmc_lite.ngram.estimators` (k-gram estimators, Def. 2.1),
 :mod:`~ccmc_lite.ngram.stagewise` (the Sec. 5 experiment),
 :mod:`~ccmc_lite.ngram.plateaus` (stage detection),
 :mod:`~ccmc_lite.ngram.plateau_sweep` (plateau lengths across a sweep, beyond the paper)
-and :mod:`~ccmc_lite.ngram.runs` (the
-Sec. 5 experiment as a sweep task, for runs stored at the paper's settings). Exercise checkers:
+and :mod:`~ccmc_lite.ngram.stage_reading` (stages of the stored runs at the paper's
+settings). Exercise checkers:
 :mod:`ccmc_lite.ngram.exercises`.
 
 The chain quantities shared with the other parts (:func:`~ccmc_lite.core.entropy`,
@@ -18,7 +18,7 @@ are importable from here too.
 
 # The public names of every module, in the order of the book (and of the API page).
 from ..core.chains import entropy as entropy, stationary_distribution as stationary_distribution
-from . import data, estimators, models, landscape, stagewise, plateaus, plateau_sweep, runs
+from . import data, estimators, models, landscape, stagewise, plateaus, plateau_sweep, stage_reading
 from .data import *  # noqa: F403
 from .estimators import *  # noqa: F403
 from .models import *  # noqa: F403
@@ -26,7 +26,7 @@ from .landscape import *  # noqa: F403
 from .stagewise import *  # noqa: F403
 from .plateaus import *  # noqa: F403
 from .plateau_sweep import *  # noqa: F403
-from .runs import *  # noqa: F403
+from .stage_reading import *  # noqa: F403
 
 __all__ = [
     *data.__all__,
@@ -36,5 +36,5 @@ __all__ = [
     *stagewise.__all__,
     *plateaus.__all__,
     *plateau_sweep.__all__,
-    *runs.__all__,
+    *stage_reading.__all__,
 ]

@@ -14,7 +14,7 @@ from fuzzkit import E, Entry, a
 
 def entries() -> list[Entry]:
     """The valid calls of ccmc_lite.ccmc (Part I)."""
-    from ccmc_lite import ccmc, core, markov, ngram
+    from ccmc_lite import ccmc, core, markov
 
     T: list[Entry] = []
     add = T.append
@@ -361,9 +361,4 @@ def entries() -> list[Entry]:
             allow=("nan",),
         )
     )
-    p3_settings = {
-        "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
-        "batch": 4, "test_sequences": 8, "eval_every": 2,
-    }  # fmt: skip
-    p3 = ngram.sweep_task(p3_settings, [{"run": 0}], first_run=0, seed=0)
     return T

@@ -17,7 +17,8 @@ from fuzzkit import E, Entry, Vocab3, a
 
 def entries() -> list[Entry]:
     """The valid calls of ccmc_lite.core (and the top level)."""
-    from ccmc_lite import core, markov, ngram
+    from ccmc_lite import core, markov
+    from tools import ngram_tasks
 
     T: list[Entry] = []
     add = T.append
@@ -188,13 +189,13 @@ def entries() -> list[Entry]:
         )
     )
     sweep = core.Sweep(
-        name="f", task="ccmc_lite.markov.runs:sweep_task", settings={}, runs=[{}], seed=0
+        name="f", task="tools.markov_tasks:sweep_task", settings={}, runs=[{}], seed=0
     )
     add(
         E(
             "core.Sweep",
             name=a("f"),
-            task=a("ccmc_lite.markov.runs:sweep_task"),
+            task=a("tools.markov_tasks:sweep_task"),
             settings=a({}),
             runs=a([{}]),
             seed=a(0, "seed"),
@@ -203,15 +204,6 @@ def entries() -> list[Entry]:
     add(E("core.StoredRun", a("n"), a(sweep), a({}), a({}), a({})))
     add(E("core.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
     add(E("core.load_stored", a("p2_fig4_paper", "obj", "name"), gpu=a(True, "bool")))
-    add(
-        E(
-            "core.check_task_args",
-            a({}, "obj", "settings"),
-            a([{}], "obj", "runs"),
-            a(0, "count", "first_run", huge=False),
-        )
-    )
-    add(E("core.resolve_task", a("ccmc_lite.markov.runs:sweep_task", "obj", "task")))
     add(E("core.stored_names", gpu=a(False, "bool")))
     add(E("core.gpu_timings"))
     add(E("core.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64), a({})))
@@ -241,7 +233,7 @@ def entries() -> list[Entry]:
         "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
         "batch": 4, "test_sequences": 8, "eval_every": 2,
     }  # fmt: skip
-    p3 = ngram.sweep_task(p3_settings, [{"run": 0}], first_run=0, seed=0)
+    p3 = ngram_tasks.sweep_task(p3_settings, [{"run": 0}], first_run=0, seed=0)
     p3_eval = np.asarray(p3["shared"]["eval_steps"])
     add(
         E(

@@ -192,25 +192,6 @@ def entries() -> list[Entry]:
         batch_size=2,
     )
     add(E("markov.MarkovRuns", a(mr.result), a(kern), a(opts), a(2)))
-    settings = {
-        "K": 2,
-        "d": 4,
-        "N": 8,
-        "batch": 2,
-        "steps": 2,
-        "lr": 1e-3,
-        "tied": True,
-        "n_test": 2,
-    }
-    add(
-        E(
-            "markov.sweep_task",
-            a(settings, "obj", "settings"),
-            a([{"p": 0.3, "q": 0.4}], "obj", "runs"),
-            first_run=a(0, "count", huge=False),
-            seed=a(0, "seed"),
-        )
-    )
     pos = torch.randn(8, 4, dtype=torch.float64) * 0.1
     add(
         E(

@@ -17,6 +17,7 @@ from fuzzkit import E, Entry, a
 def entries() -> list[Entry]:
     """The valid calls of ccmc_lite.ngram (Part III)."""
     from ccmc_lite import core, markov, ngram
+    from tools import ngram_tasks
 
     T: list[Entry] = []
     add = T.append
@@ -479,40 +480,7 @@ def entries() -> list[Entry]:
         "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
         "batch": 4, "test_sequences": 8, "eval_every": 2,
     }  # fmt: skip
-    add(
-        E(
-            "ngram.sweep_task",
-            a(p3_settings, "obj", "settings"),
-            a([{"run": 0}], "obj", "runs"),
-            first_run=a(0, "count", huge=False),
-            seed=a(0, "seed"),
-        )
-    )
-    ao_settings = {
-        "S": 3, "n": 3, "T": 6, "alpha": 1.0, "heads": [1, 1], "embedding": "onehot",
-        "steps": 16, "lr": 0.005, "weight_decay": 0.0, "batch": 2, "test_sequences": 4,
-        "eval_every": 8, "checkpoint_every": 8, "map_sequences": 2,
-    }  # fmt: skip
-    add(
-        E(
-            "ngram.attention_only_task",
-            a(ao_settings, "obj", "settings"),
-            a([{"run": 0}], "obj", "runs"),
-            first_run=a(0, "count", huge=False),
-            seed=a(0, "seed"),
-        )
-    )
-    pl_settings = {"S": 3, "n": 3, "T": 6, "heads": 1, "steps": 4, "lr": 0.01, "batch": 2}
-    add(
-        E(
-            "ngram.plateau_task",
-            a(pl_settings, "obj", "settings"),
-            a([{"T": 5, "alpha": 0.5}], "obj", "runs"),
-            first_run=a(0, "count", huge=False),
-            seed=a(0, "seed"),
-        )
-    )
-    p3 = ngram.sweep_task(p3_settings, [{"run": 0}], first_run=0, seed=0)
+    p3 = ngram_tasks.sweep_task(p3_settings, [{"run": 0}], first_run=0, seed=0)
     p3_eval = np.asarray(p3["shared"]["eval_steps"])
     p3_ck = np.asarray(p3["shared"]["checkpoint_steps"])
     add(

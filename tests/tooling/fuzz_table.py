@@ -23,12 +23,12 @@ def entries() -> list[Entry]:
     add = T.append
     add(E("tools.allocator.tune_allocator"))
     sweep = core.Sweep(
-        name="f", task="ccmc_lite.markov.runs:sweep_task", settings={}, runs=[{}], seed=0
+        name="f", task="tools.markov_tasks:sweep_task", settings={}, runs=[{}], seed=0
     )
     add(
         E(
             "tools.sweeps.Shard",
-            task=a("ccmc_lite.markov.runs:sweep_task"),
+            task=a("tools.markov_tasks:sweep_task"),
             settings=a({}),
             runs=a(({},)),
             first_run=a(0, "count", huge=False),
@@ -104,4 +104,69 @@ def entries() -> list[Entry]:
             a("", "fixed"),
         )
     )
+    p3_settings = {
+        "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
+        "batch": 4, "test_sequences": 8, "eval_every": 2,
+    }  # fmt: skip
+    pl_settings = {"S": 3, "n": 3, "T": 6, "heads": 1, "steps": 4, "lr": 0.01, "batch": 2}
+    ao_settings = {
+        "S": 3, "n": 3, "T": 6, "alpha": 1.0, "heads": [1, 1], "embedding": "onehot",
+        "steps": 16, "lr": 0.005, "weight_decay": 0.0, "batch": 2, "test_sequences": 4,
+        "eval_every": 8, "checkpoint_every": 8, "map_sequences": 2,
+    }  # fmt: skip
+    settings = {
+        "K": 2,
+        "d": 4,
+        "N": 8,
+        "batch": 2,
+        "steps": 2,
+        "lr": 1e-3,
+        "tied": True,
+        "n_test": 2,
+    }
+    add(
+        E(
+            "tools.markov_tasks.sweep_task",
+            a(settings, "obj", "settings"),
+            a([{"p": 0.3, "q": 0.4}], "obj", "runs"),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    add(
+        E(
+            "tools.ngram_tasks.sweep_task",
+            a(p3_settings, "obj", "settings"),
+            a([{"run": 0}], "obj", "runs"),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    add(
+        E(
+            "tools.ngram_tasks.attention_only_task",
+            a(ao_settings, "obj", "settings"),
+            a([{"run": 0}], "obj", "runs"),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    add(
+        E(
+            "tools.ngram_tasks.plateau_task",
+            a(pl_settings, "obj", "settings"),
+            a([{"T": 5, "alpha": 0.5}], "obj", "runs"),
+            first_run=a(0, "count", huge=False),
+            seed=a(0, "seed"),
+        )
+    )
+    add(
+        E(
+            "tools.sweeps.check_task_args",
+            a({}, "obj", "settings"),
+            a([{}], "obj", "runs"),
+            a(0, "count", "first_run", huge=False),
+        )
+    )
+    add(E("tools.sweeps.resolve_task", a("tools.markov_tasks:sweep_task", "obj", "task")))
     return T

@@ -20,14 +20,14 @@ import torch
 
 from ccmc_lite import ngram, plotting
 from ccmc_lite.core import PROVENANCE_KEYS, Sweep, gpu_timings, load_stored, stored_names
-from ccmc_lite.ngram.runs import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
-from tools import paper_runs
+from tools import ngram_tasks, paper_runs
+from tools.ngram_tasks import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 from tools.stored import machine_description
 from tools.sweeps import run_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-TASK = "ccmc_lite.ngram.runs:sweep_task"
-MARKOV_TASK = "ccmc_lite.markov.runs:sweep_task"
+TASK = "tools.ngram_tasks:sweep_task"
+MARKOV_TASK = "tools.markov_tasks:sweep_task"
 TINY = dict(S=3, n=3, T=8, alpha=0.5, heads=2, steps=8, lr=0.01, batch=4, test_sequences=16)
 PREFIX = 20  # training steps re-run from the stored file
 
@@ -179,12 +179,12 @@ def test_stage_summary_and_plot_read_a_sweep_result(tiny):
 )
 def test_sweep_task_rejects_bad_settings(change, error, match):
     with pytest.raises(error, match=match):
-        ngram.sweep_task({**TINY, **change}, [{"run": 0}], first_run=0, seed=0)
+        ngram_tasks.sweep_task({**TINY, **change}, [{"run": 0}], first_run=0, seed=0)
 
 
 def test_sweep_task_rejects_empty_runs():
     with pytest.raises(ValueError, match="runs must be a non-empty list"):
-        ngram.sweep_task(dict(TINY), [], first_run=0, seed=0)
+        ngram_tasks.sweep_task(dict(TINY), [], first_run=0, seed=0)
 
 
 # --- the attention-only (App. I.1) and plateau-sweep tasks -----------------------------
@@ -199,7 +199,7 @@ PL_RUNS = [{"T": 4, "alpha": 0.5}, {"T": 8, "alpha": 0.5}, {"T": 8, "alpha": 2.0
 
 @pytest.mark.parametrize("embedding", ["onehot", "learned"])
 def test_attention_only_task_shapes_maps_and_determinism(embedding):
-    sweep = Sweep("ao", "ccmc_lite.ngram.runs:attention_only_task",
+    sweep = Sweep("ao", "tools.ngram_tasks:attention_only_task",
                   {**TINY_AO, "embedding": embedding}, [{"run": 0}, {"run": 1}], 1)  # fmt: skip
     a, b = run_sweep(sweep), run_sweep(sweep)
     assert a.shared["checkpoint_steps"] == list(range(0, 17))
@@ -227,7 +227,7 @@ def test_attention_only_task_shapes_maps_and_determinism(embedding):
 
 
 def test_plateau_task_reads_attention_up_to_each_runs_length():
-    sweep = Sweep("pl", "ccmc_lite.ngram.runs:plateau_task", TINY_PL, PL_RUNS, 3)
+    sweep = Sweep("pl", "tools.ngram_tasks:plateau_task", TINY_PL, PL_RUNS, 3)
     a = run_sweep(sweep)
     assert a.shared["checkpoint_steps"] == [0, 4, 8]
     assert {k: v.shape for k, v in a.arrays.items()} == {
@@ -262,7 +262,7 @@ def test_plateau_task_reads_attention_up_to_each_runs_length():
 )  # fmt: skip
 def test_part3_tasks_reject_bad_arguments(task, settings, runs, error, match):
     with pytest.raises(error, match=match):
-        getattr(ngram, task)(settings, runs, first_run=0, seed=0)
+        getattr(ngram_tasks, task)(settings, runs, first_run=0, seed=0)
 
 
 def test_paper_settings_are_the_papers():

@@ -10,9 +10,9 @@ import torch
 
 from ccmc_lite.core import Sweep, load_stored
 from tools.stored import save_stored
-from tools.sweeps import SweepResult, makespan, run_shard, run_sweep, shards
+from tools.sweeps import SweepResult, makespan, resolve_task, run_shard, run_sweep, shards
 
-TASK = "ccmc_lite.markov.runs:sweep_task"
+TASK = "tools.markov_tasks:sweep_task"
 SETTINGS = dict(K=2, d=2, N=6, batch=3, steps=4, lr=1e-2, tied=True, eval_every=2, n_test=4)
 RUNS = [dict(p=p, q=q) for p, q in [(0.2, 0.3), (0.5, 0.8), (0.7, 0.6), (0.4, 0.9), (0.3, 0.3)]]
 
@@ -127,8 +127,6 @@ def test_stored_round_trip(tmp_path, in_process):
     ("kwargs", "error", "match"),
     [
         (dict(task="nope"), ValueError, "task must look like"),
-        (dict(task="ccmc_lite.markov.runs:nothing"), ValueError, "has no function 'nothing'"),
-        (dict(task="no_such_module_xyz:f"), ValueError, "cannot be imported"),
         (dict(runs=[]), ValueError, "at least one run"),
         (dict(runs=[1, 2]), TypeError, r"runs\[0\] must be a dict"),
         (dict(settings={"x": object()}), TypeError, "settings must be plain JSON"),
@@ -141,6 +139,23 @@ def test_bad_sweeps_are_rejected(kwargs, error, match):
     args = dict(name="x", task=TASK, settings=SETTINGS, runs=RUNS, seed=0) | kwargs
     with pytest.raises(error, match=match):
         Sweep(**args)
+
+
+@pytest.mark.parametrize(
+    ("task", "match"),
+    [
+        ("tools.markov_tasks:nothing", "has no function 'nothing'"),
+        ("no_such_module_xyz:f", "cannot be imported"),
+        ("nope", "task must look like"),
+    ],
+)
+def test_a_task_that_cannot_be_found_is_named_when_the_sweep_runs(task, match):
+    """Reading a stored sweep needs only the package; running one imports its task."""
+    with pytest.raises(ValueError, match=match):
+        resolve_task(task)
+    sweep = Sweep("x", "tools.markov_tasks:nothing", SETTINGS, RUNS, seed=0)  # it reads
+    with pytest.raises(ValueError, match="has no function 'nothing'"):
+        run_sweep(sweep)
 
 
 def test_bad_calls_are_rejected():

@@ -1,19 +1,16 @@
-"""The Part III experiments as sweep tasks, for runs stored at the paper's settings.
+"""The Part III experiments as sweep tasks: the runs stored at the paper's settings.
 
 Varre, Yüce & Flammarion (2025, Sec. 5) train the simplified two-layer transformer
 (Sec. 2.3, eqs. (2)-(3) and (9)) on in-context n-grams: ``S = 5``, ``n = 3``, ``T = 32``,
 Dirichlet ``α = 0.5``, ``n - 1 = 2`` first-layer heads, one-hot embeddings (``d = S``), Adam
 with constant learning rate 0.01, batch 128, ``2^14`` steps, test loss on ``2^16``
-sequences; their Fig. 1 shows the same experiment for a 4-gram.
-:func:`~ccmc_lite.ngram.sweep_task` trains a group of seeds of that experiment as one
-batched program with the same package functions the chapter uses
-(:class:`~ccmc_lite.ngram.SimplifiedTransformer`, :class:`~ccmc_lite.ngram.NGramStream`,
-:func:`~ccmc_lite.ngram.make_loss_fn`, :func:`~ccmc_lite.core.train_runs`), so that a
-:class:`ccmc_lite.core.Sweep` can name it as its task and the paper-setting runs
-shipped with the package (:func:`ccmc_lite.core.load_stored`) can be trained again.
-:func:`~ccmc_lite.ngram.attention_only_task` does the same for the general attention-only
-transformer of App. I.1 (Fig. 4) and :func:`~ccmc_lite.ngram.plateau_task` for the book's
-``(T, α)`` plateau-length sweep, in which every run has its own length and prior.
+sequences; their Fig. 1 shows the same experiment for a 4-gram. :func:`sweep_task` trains
+a group of seeds of that experiment as one batched program with the package functions the
+chapter uses, so that a :class:`ccmc_lite.core.Sweep` names it as its task
+(``"tools.ngram_tasks:sweep_task"``) and ``python3 dev.py paper-runs`` can train the stored
+runs again. :func:`attention_only_task` does the same for the attention-only transformer
+of App. I.1 (Fig. 4) and :func:`plateau_task` for the book's ``(T, α)`` plateau-length
+sweep, in which every run has its own length and prior.
 """
 
 from __future__ import annotations
@@ -22,38 +19,35 @@ from typing import Any, cast
 
 import numpy as np
 import torch
-from numpy.typing import ArrayLike
 
-from ..core.stored import check_task_args
-from ..core.train_config import TrainConfig
-from ..core.training import train_runs
-from ..core.validation import (
-    as_tensor,
+from ccmc_lite.core import TrainConfig, train_runs
+from ccmc_lite.core.validation import (
     check_choice,
     check_float,
     check_instance,
     check_int,
     check_seed,
 )
-from .data import NGramTask
-from .models import AttentionOnlyTransformer, SimplifiedTransformer, first_layer_attention
-from .plateaus import detect_stages, formation_step, label_stages, offset_attention
-from .stagewise import (
+from ccmc_lite.ngram import (
+    AttentionOnlyTransformer,
     NGramStream,
+    NGramTask,
+    SimplifiedTransformer,
     checkpoint_gradient_norms,
+    first_layer_attention,
     kgram_levels,
     make_eval_fn,
     make_loss_fn,
     make_test_set,
+    offset_attention,
 )
+from tools.sweeps import check_task_args
 
 __all__ = [
     "PAPER_ATTENTION_ONLY",
     "PAPER_STAGEWISE",
     "attention_only_task",
     "plateau_task",
-    "stage_counts",
-    "stage_summary",
     "sweep_task",
 ]
 
@@ -463,99 +457,3 @@ def plateau_task(
     out["offset_weight"] = _offset_weights(first_layer_attention(A1), n, lengths)
     out["shared"] = {"checkpoint_steps": [int(s) for s in ck_steps]}
     return out
-
-
-def stage_summary(
-    test_loss: ArrayLike,
-    eval_steps: ArrayLike,
-    checkpoint_steps: ArrayLike,
-    offset_weight: ArrayLike,
-    *,
-    threshold: float = 0.3,
-    span: int = 5,
-    tol: float = 0.008,
-    min_separation: float = 0.02,
-) -> list[dict[str, Any]]:
-    """Stages and head formation of each run, read as the chapter reads them (Sec. 5, Fig. 5).
-
-    ``test_loss``: ``(R, E)`` at ``eval_steps``; ``offset_weight``: ``(R, C, H, n - 1)`` at
-    ``checkpoint_steps`` (as returned by :func:`sweep_task`). For each run, returns a dict
-    with ``final`` (last test loss), ``formed`` (``offset -> first checkpoint step`` at which
-    some head puts more than ``threshold`` on that offset, ``-1`` if never;
-    :func:`~ccmc_lite.ngram.formation_step`), ``first`` (the offset that formed first, 0 if
-    none) and ``stages`` (:func:`~ccmc_lite.ngram.detect_stages` on the test loss, named by
-    :func:`~ccmc_lite.ngram.label_stages` from offsets 1 and 2).
-    """
-    loss = as_tensor("test_loss", test_loss, ndim=2).numpy()
-    w = as_tensor("offset_weight", offset_weight, ndim=4).numpy()
-    eval_steps = as_tensor("eval_steps", eval_steps, ndim=1).numpy()
-    checkpoint_steps = as_tensor("checkpoint_steps", checkpoint_steps, ndim=1).numpy()
-    for name, steps in (("eval_steps", eval_steps), ("checkpoint_steps", checkpoint_steps)):
-        if steps.size > 1 and not np.all(np.diff(steps) > 0):
-            raise ValueError(f"{name} must be strictly increasing; got {steps.tolist()[:8]}")
-    if w.shape[0] != loss.shape[0]:
-        raise ValueError(
-            "test_loss must be (R, E) and offset_weight (R, C, H, n - 1) with the same R; "
-            f"got {loss.shape} and {w.shape}"
-        )
-    if w.shape[-1] < 2:
-        raise ValueError("offset_weight must cover offsets 1 and 2 (n >= 3)")
-    out = []
-    for r in range(loss.shape[0]):
-        formed = {
-            o + 1: formation_step(checkpoint_steps, w[r, :, :, o].max(-1), threshold)
-            for o in range(w.shape[-1])
-        }
-        hits = [(st, o) for o, st in formed.items() if st >= 0]
-        stages = detect_stages(
-            loss[r], eval_steps, span=span, tol=tol, min_separation=min_separation
-        )
-        stages = label_stages(stages, checkpoint_steps, w[r, :, :, 0], w[r, :, :, 1])
-        out.append(
-            {
-                "final": float(loss[r, -1]),
-                "formed": formed,
-                "first": min(hits)[1] if hits else 0,
-                "stages": stages,
-            }
-        )
-    return out
-
-
-def stage_counts(rows: list[dict[str, Any]], lr: float) -> dict[str, Any]:
-    """What Sec. 5's stage-wise reading predicts, counted over the rows of
-    :func:`stage_summary` (one per seed).
-
-    ``prev``: seeds whose previous-token head forms first; ``escaped``: seeds where a
-    head on offset 2 forms; ``ordered``: seeds whose test loss shows a bigram then a
-    trigram stage with that head forming between them; ``esc_first``/``esc_last``: the
-    first and last such formation step (``-1`` if none), ``tau_*`` the same in time
-    ``step * lr``; ``trigram``: the mean loss of the trigram stages (``None`` if no seed
-    has one);
-    ``final_min``/``final_max``: the range of the last test losses.
-    """
-    lr = check_float("lr", lr, minimum=0, open_lower=True)
-    keys = {"final", "formed", "first", "stages"}
-    if not isinstance(rows, list | tuple) or not rows:
-        raise ValueError(f"rows must be a non-empty list from stage_summary; got {rows!r:.60}")
-    if not all(isinstance(r, dict) and keys <= set(r) and 2 in r["formed"] for r in rows):
-        raise ValueError("rows must be the dicts stage_summary returns (offsets 1 and 2)")
-    escapes = [r["formed"][2] for r in rows if r["formed"][2] >= 0]
-    trigram = [s.loss for r in rows for s in r["stages"] if s.label == "trigram"]
-    return {
-        "seeds": len(rows),
-        "prev": sum(r["first"] == 1 for r in rows),
-        "escaped": len(escapes),
-        "ordered": sum(
-            [s.label for s in r["stages"]] == ["bigram", "trigram"]
-            and r["stages"][0].end <= r["formed"][2] <= r["stages"][1].start
-            for r in rows
-        ),
-        "esc_first": min(escapes, default=-1),
-        "esc_last": max(escapes, default=-1),
-        "tau_first": min(escapes, default=-1) * lr,
-        "tau_last": max(escapes, default=-1) * lr,
-        "trigram": float(np.mean(trigram)) if trigram else None,
-        "final_min": min(r["final"] for r in rows),
-        "final_max": max(r["final"] for r in rows),
-    }
