@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from ccmc_lite.core import Sweep
+from ccmc_lite.markov import TABLE1_OPTIONS
 from tools.ngram_tasks import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
 from .stored import save_stored
@@ -209,6 +210,21 @@ EXPERIMENTS: dict[str, Experiment] = {
             estimate="measured: 36 min wall with --workers 2 on a 2-core machine (shards of "
             "5 and 4 runs, 8000 steps each: 36 and 30 min)",
             shard_size=5,
+        ),
+        *(
+            _markov(
+                f"p2_fig4_table1{'' if tied else '_untied'}_paper",
+                [(0.2, 0.3), (0.5, 0.8), (0.7, 0.9)],
+                tied=tied,
+                depth=1,
+                estimate="about 60 min wall with --workers 2 on a 2-core machine (shards of "
+                "5 and 4 runs, 8000 steps each)",
+                source="Makkuva et al. 2024, Fig. 4 with the model of its Table 1 (layer "
+                "norm, GELU) at the settings of Table 2",
+                shard_size=5,
+                model=TABLE1_OPTIONS,
+            )
+            for tied in (True, False)
         ),
         _markov(
             "p2_depth_paper",

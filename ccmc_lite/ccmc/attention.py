@@ -60,25 +60,11 @@ RANK_RTOL = 1e-10
 
 
 def check_embeddings(E: Any, *, name: str = "E") -> torch.Tensor:
-    """Check token embeddings against Assumption 2.3 (Ildiz et al. 2024).
+    """Check embeddings ``E`` ``(K, d)`` (row ``k`` is :math:`e_k`) against Assumption 2.3.
 
-    Parameters
-    ----------
-    E : array-like
-        ``(K, d)`` embeddings, row ``k`` is :math:`e_k`.
-    name : str
-        Argument name for error messages.
-
-    Returns
-    -------
-    Tensor
-        ``E`` as float64.
-
-    Raises
-    ------
-    ValueError
-        If ``d < K`` or the rows are linearly dependent (then no ``C`` with
-        ``C Eᵀ = I`` exists and the CCMC correspondence fails), or on NaN/inf.
+    Returns ``E`` as float64. Raises ``ValueError`` (naming ``name``) if ``d < K`` or the rows
+    are linearly dependent (then no ``C`` with ``C Eᵀ = I`` exists and the CCMC
+    correspondence fails), or on NaN/inf.
     """
     E = as_tensor(name, E, dtype=torch.float64, ndim=2)
     K, d = E.shape
@@ -106,38 +92,15 @@ def _check_W(W: Any, d: int, *, name: str = "W", batched: bool = False) -> torch
 
 
 def _tied_classifier(E: Any) -> torch.Tensor:
-    """The linear head :math:`C = (EE^\\top)^{-1}E` with :math:`CE^\\top = I_K` (Assumption 2.3).
-
-    Parameters
-    ----------
-    E : array-like
-        ``(K, d)`` embeddings with independent rows.
-
-    Returns
-    -------
-    Tensor
-        ``(K, d)``; with ``E = I`` this is ``I`` (weight tying).
-    """
+    """The head :math:`C = (EE^\\top)^{-1}E` with :math:`CE^\\top = I_K` (``E = I``: tying)."""
     E = check_embeddings(E)
     return torch.linalg.solve(E @ E.T, E)
 
 
 def random_embeddings(K: int, d: int, *, seed: int) -> torch.Tensor:
-    """Gaussian embeddings ``(K, d)`` (independent rows with probability one when ``d >= K``).
+    """Gaussian embeddings ``(K, d)`` from ``seed``, scaled by ``1/sqrt(d)``, ``d >= K``.
 
-    Parameters
-    ----------
-    K : int
-        Vocabulary size.
-    d : int
-        Embedding dimension (``>= K``).
-    seed : int
-        Random seed.
-
-    Returns
-    -------
-    Tensor
-        ``(K, d)`` float64, scaled by ``1/sqrt(d)``; checked by :func:`check_embeddings`.
+    Their rows are independent with probability one (checked by :func:`check_embeddings`).
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     d = check_size("d", d, minimum=1)
@@ -147,21 +110,10 @@ def random_embeddings(K: int, d: int, *, seed: int) -> torch.Tensor:
 
 
 def embed(E: Any, X: Any, U: Any = None) -> torch.Tensor:
-    """Embed prompts: :math:`\\mathbf X = [e_{x_1} \\dots e_{x_L}]^\\top` (+ positions ``U``).
+    """Embed prompts ``X`` ``(..., L)``: :math:`\\mathbf X = [e_{x_1} \\dots e_{x_L}]^\\top`.
 
-    Parameters
-    ----------
-    E : array-like
-        ``(K, d)`` token embeddings.
-    X : array-like
-        ``(..., L)`` tokens in ``[0, K)``.
-    U : array-like, optional
-        ``(L, d)`` absolute positional embeddings (App. A: :math:`x_i = u_i + e_{x_i}`).
-
-    Returns
-    -------
-    Tensor
-        ``(..., L, d)``.
+    Returns ``(..., L, d)``; ``U``: optional ``(L, d)`` absolute positions (App. A:
+    :math:`x_i = u_i + e_{x_i}`).
     """
     E = as_tensor("E", E, dtype=torch.float64, ndim=2)
     X = check_tokens("X", X, E.shape[0])
@@ -183,24 +135,9 @@ def attention_scores(
 ) -> torch.Tensor:
     """Softmax attention :math:`s_X = \\mathbb S(\\mathbf X W x_L)` over the keys (eq. (SA)/(CA)).
 
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)`` combined key–query weights.
-    E : array-like
-        ``(K, d)`` token embeddings.
-    X : array-like
-        ``(L,)`` or ``(B, L)`` prompts.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Keys are all ``L`` tokens (self) or the first ``L - 1`` (cross).
-    U : array-like, optional
-        ``(L, d)`` positional embeddings.
-
-    Returns
-    -------
-    Tensor
-        ``(..., L)`` (self) or ``(..., L - 1)`` (cross); sums to one.
+    ``W``: ``(d, d)`` key–query weights; ``X``: ``(L,)`` or ``(B, L)``; ``U``: optional
+    ``(L, d)`` positions. Keys are all ``L`` tokens (``"self"``) or the first ``L - 1``
+    (``"cross"``); returns ``(..., L)`` or ``(..., L - 1)``, summing to one.
     """
     variant = check_choice("variant", variant, VARIANTS)
     E = as_tensor("E", E, dtype=torch.float64, ndim=2)
@@ -220,21 +157,8 @@ def attention_scores(
 def self_attention(W: Any, E: Any, X: Any, *, U: Any = None) -> torch.Tensor:
     """Self-attention output :math:`f_W(X)=\\mathbf X^\\top\\mathbb S(\\mathbf XWx_L)` (eq. (SA)).
 
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)``.
-    E : array-like
-        ``(K, d)``.
-    X : array-like
-        ``(L,)`` or ``(B, L)`` prompts.
-    U : array-like, optional
-        ``(L, d)`` positional embeddings (App. A).
-
-    Returns
-    -------
-    Tensor
-        ``(d,)`` or ``(B, d)``.
+    ``X``: ``(L,)`` or ``(B, L)``; ``U``: optional ``(L, d)`` positions (App. A); returns
+    ``(d,)`` or ``(B, d)``.
     """
     s = attention_scores(W, E, X, variant="self", U=U)  # (..., L)
     Xe = embed(E, X, U)
@@ -245,20 +169,7 @@ def cross_attention(W: Any, E: Any, X: Any) -> torch.Tensor:
     """Cross-attention output :math:`\\bar X^\\top \\mathbb S(\\bar X W x_L)` (Sec. 2.3, (CA)).
 
     Keys are :math:`\\bar X = [x_1 \\dots x_{L-1}]`; the query :math:`x_L` is not a key.
-
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)``.
-    E : array-like
-        ``(K, d)``.
-    X : array-like
-        ``(L,)`` or ``(B, L)`` prompts with ``L >= 2``.
-
-    Returns
-    -------
-    Tensor
-        ``(d,)`` or ``(B, d)``.
+    ``X``: ``(L,)`` or ``(B, L)``, ``L >= 2``; returns ``(d,)`` or ``(B, d)``.
     """
     s = attention_scores(W, E, X, variant="cross")  # (..., L-1)
     keys = embed(E, X)[..., :-1, :]
@@ -274,34 +185,12 @@ def next_token_distribution(
     variant: str = "self",
     U: Any = None,
 ) -> torch.Tensor:
-    """The model's next-token distribution :math:`C f_W(X)` (Sec. 2.2, "sampling-from-softmax").
+    """The model's next-token distribution :math:`C f_W(X)` (Sec. 2.2, "sampling from softmax").
 
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)``.
-    E : array-like
-        ``(K, d)`` embeddings satisfying Assumption 2.3.
-    X : array-like
-        ``(L,)`` or ``(B, L)`` prompts.
-    C : array-like, optional
-        ``(K, d)`` head with ``C Eᵀ = I`` (default: the pseudo-inverse of ``E``); with
-        positional embeddings it must also satisfy ``C Uᵀ = 0`` (Assumption A.1).
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Attention variant.
-    U : array-like, optional
-        ``(L, d)`` positional embeddings (self-attention only).
-
-    Returns
-    -------
-    Tensor
-        ``(K,)`` or ``(B, K)`` probabilities.
-
-    Raises
-    ------
-    ValueError
-        If ``E`` violates Assumption 2.3, ``C Eᵀ != I``, or ``C Uᵀ != 0``.
+    ``E`` must satisfy Assumption 2.3 and the head ``C`` (default: the pseudo-inverse of
+    ``E``) ``C Eᵀ = I``; with positions ``U`` (``(L, d)``, self-attention only) also
+    ``C Uᵀ = 0`` (Assumption A.1). ``X``: ``(L,)`` or ``(B, L)``; returns ``(K,)`` or
+    ``(B, K)``.
     """
     variant = check_choice("variant", variant, VARIANTS)
     E = check_embeddings(E)
@@ -326,19 +215,9 @@ def next_token_distribution(
 
 
 def logits_from_weights(W: Any, E: Any) -> torch.Tensor:
-    """Logits :math:`\\Theta[i, j] = e_j^\\top W e_i` of the base chain (eq. (4), book rows).
+    """Logits :math:`\\Theta[i, j] = e_j^\\top W e_i` ``(..., K, K)`` of the base chain (eq. (4)).
 
-    Parameters
-    ----------
-    W : array-like
-        ``(..., d, d)``.
-    E : array-like
-        ``(K, d)``.
-
-    Returns
-    -------
-    Tensor
-        ``(..., K, K)``; ``P^W = softmax(Θ, dim=-1)``.
+    ``P^W = softmax(Θ, dim=-1)`` (book rows).
     """
     E = as_tensor("E", E, dtype=torch.float64, ndim=2)
     W = _check_W(W, E.shape[1], batched=True)
@@ -347,43 +226,22 @@ def logits_from_weights(W: Any, E: Any) -> torch.Tensor:
 
 
 def transition_from_weights(W: Any, E: Any) -> torch.Tensor:
-    """The base chain :math:`P^W` of the attention weights, Ildiz et al. 2024, eq. (4).
+    """The base chain :math:`P^W` ``(..., K, K)`` of the attention weights (eq. (4)).
 
-    The paper writes :math:`P^W = [\\pi_1 \\dots \\pi_K]` with columns
-    :math:`\\pi_i = \\mathbb S(E W e_i)`; the book stores the same vectors as rows:
-    ``P[i, j] = softmax_j(e_jᵀ W e_i)``.
-
-    Parameters
-    ----------
-    W : array-like
-        ``(..., d, d)``.
-    E : array-like
-        ``(K, d)``.
-
-    Returns
-    -------
-    Tensor
-        ``(..., K, K)`` row-stochastic with positive entries.
+    The paper writes :math:`P^W = [\\pi_1 \\dots \\pi_K]` with columns :math:`\\pi_i = \\mathbb
+    S(E W e_i)`; the book stores the same vectors as rows: ``P[i, j] = softmax_j(e_jᵀ W
+    e_i)``, positive entries.
     """
     return torch.softmax(logits_from_weights(W, E), dim=-1)
 
 
 def _subspace_projectors(E: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """Projectors ``(Π_D, Π_R)`` with :math:`\\Pi_{\\mathcal S_E}(W) = \\Pi_D W \\Pi_R` (Def. 2.4).
+    """Projectors ``(Π_D, Π_R)`` with :math:`\\Pi_{\\mathcal S_E}(W) = \\Pi_D W \\Pi_R`.
 
-    :math:`\\mathcal S_E = \\operatorname{span}\\{(e_i-e_j)e_k^\\top\\}` is the tensor product
-    of ``D = span{e_i - e_j}`` (dimension ``K - 1``) and ``R = span{e_k}`` (dimension
-    ``K``), so the orthogonal (Frobenius) projection acts on each side separately.
-
-    Parameters
-    ----------
-    E : array-like
-        ``(K, d)`` embeddings with independent rows.
-
-    Returns
-    -------
-    tuple of Tensor
-        ``Π_D`` and ``Π_R``, both ``(d, d)`` symmetric idempotent.
+    :math:`\\mathcal S_E = \\operatorname{span}\\{(e_i-e_j)e_k^\\top\\}` (Def. 2.4) is the tensor
+    product of ``D = span{e_i - e_j}`` (dimension ``K - 1``) and ``R = span{e_k}``
+    (dimension ``K``), so the orthogonal projection acts on each side separately; both
+    projectors are ``(d, d)``.
     """
     E = check_embeddings(E)
     Dm = E[1:] - E[0]  # (K-1, d) basis of D
@@ -393,21 +251,9 @@ def _subspace_projectors(E: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def project_onto_subspace(W: Any, E: Any) -> torch.Tensor:
-    """Orthogonal projection of ``W`` onto :math:`\\mathcal S_E` (Def. 2.4; Lemma 2.5).
+    """Orthogonal projection of ``W`` ``(..., d, d)`` onto :math:`\\mathcal S_E` (Def. 2.4).
 
     Lemma 2.5: the model output is unchanged, :math:`f_W = f_{\\Pi_{\\mathcal S_E}(W)}`.
-
-    Parameters
-    ----------
-    W : array-like
-        ``(..., d, d)``.
-    E : array-like
-        ``(K, d)`` embeddings with independent rows.
-
-    Returns
-    -------
-    Tensor
-        ``(..., d, d)``.
     """
     Pi_D, Pi_R = _subspace_projectors(E)
     W = _check_W(W, Pi_D.shape[0], batched=True)
@@ -415,18 +261,7 @@ def project_onto_subspace(W: Any, E: Any) -> torch.Tensor:
 
 
 def subspace_basis(E: Any) -> torch.Tensor:
-    """An orthonormal basis of :math:`\\mathcal S_E` (Def. 2.4), ``(K(K-1), d, d)``.
-
-    Parameters
-    ----------
-    E : array-like
-        ``(K, d)`` embeddings with independent rows.
-
-    Returns
-    -------
-    Tensor
-        ``(K(K-1), d, d)``: Frobenius-orthonormal matrices spanning :math:`\\mathcal S_E`.
-    """
+    """A Frobenius-orthonormal basis of :math:`\\mathcal S_E` (Def. 2.4), ``(K(K-1), d, d)``."""
     E = check_embeddings(E)
     K = E.shape[0]
     Pi_D, Pi_R = _subspace_projectors(E)
@@ -441,22 +276,10 @@ def subspace_basis(E: Any) -> torch.Tensor:
 def weights_from_logits(Theta: Any, E: Any) -> torch.Tensor:
     """The unique ``W`` in :math:`\\mathcal S_E` whose logits are ``Θ`` up to row shifts.
 
-    Solves ``e_jᵀ W e_i = Θ[i, j] + c_i`` (proof of Thm. 2.6, eq. (15)–(16)): with
+    Solves ``e_jᵀ W e_i = Θ[i, j] + c_i`` (proof of Thm. 2.6, eqs. (15)–(16)): with
     :math:`E^+ = E^\\top(EE^\\top)^{-1}`, :math:`W_0 = E^+ \\Theta^\\top (E^+)^\\top` solves it
     with ``c = 0`` and its projection onto :math:`\\mathcal S_E` has the same softmax rows
-    (Lemma 2.5).
-
-    Parameters
-    ----------
-    Theta : array-like
-        ``(..., K, K)`` finite logits (book rows).
-    E : array-like
-        ``(K, d)`` embeddings with independent rows.
-
-    Returns
-    -------
-    Tensor
-        ``(..., d, d)`` in :math:`\\mathcal S_E`.
+    (Lemma 2.5). ``Theta``: ``(..., K, K)``, finite; returns ``(..., d, d)``.
     """
     E = check_embeddings(E)
     K = E.shape[0]
@@ -471,27 +294,10 @@ def weights_from_logits(Theta: Any, E: Any) -> torch.Tensor:
 def weights_from_transition(P: Any, E: Any) -> torch.Tensor:
     """The inverse map :math:`P \\mapsto W \\in \\mathcal S_E`, Ildiz et al. 2024, Thm. 2.6.
 
-    For every transition matrix with **positive** entries there is exactly one
-    ``W`` in :math:`\\mathcal S_E` with :math:`P^W = P`; it works for any ``E`` with
-    independent rows, not only ``E = I``.
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` (or ``(..., K, K)``) row-stochastic with positive entries.
-    E : array-like
-        ``(K, d)`` embeddings satisfying Assumption 2.3.
-
-    Returns
-    -------
-    Tensor
-        ``(..., d, d)`` in :math:`\\mathcal S_E`.
-
-    Raises
-    ------
-    ValueError
-        If ``P`` has a zero entry (``log 0``: no finite ``W`` exists) or is not a
-        transition matrix, or ``E`` violates Assumption 2.3.
+    For every transition matrix ``P`` (``(..., K, K)``) with **positive** entries there is
+    exactly one ``W`` ``(..., d, d)`` in :math:`\\mathcal S_E` with :math:`P^W = P`, for any
+    ``E`` with independent rows (not only ``E = I``). A zero entry of ``P`` (``log 0``: no
+    finite ``W``) raises ``ValueError``.
     """
     P = check_transition(P, positive=True, batched=True)
     E = check_embeddings(E)
@@ -503,24 +309,9 @@ def weights_from_transition(P: Any, E: Any) -> torch.Tensor:
 def positional_embeddings(K: int, L: int, d: int, *, seed: int) -> tuple[torch.Tensor, ...]:
     """Embeddings ``(E, U, C)`` satisfying Assumptions 2.3 and A.1 (Ildiz et al. 2024, App. A).
 
-    ``E`` (``(K, d)``) and ``U`` (``(L, d)``) are Gaussian with ``[E; U]`` of full row
-    rank (needs ``d >= K + L``), and ``C`` solves ``C [Eᵀ Uᵀ] = [I 0]`` with minimal norm.
-
-    Parameters
-    ----------
-    K : int
-        Vocabulary size.
-    L : int
-        Prompt length (number of positions).
-    d : int
-        Embedding dimension, ``>= K + L``.
-    seed : int
-        Random seed.
-
-    Returns
-    -------
-    tuple of Tensor
-        ``E`` ``(K, d)``, ``U`` ``(L, d)``, ``C`` ``(K, d)``.
+    ``E`` ``(K, d)`` and ``U`` ``(L, d)`` are Gaussian from ``seed``, with ``[E; U]`` of full
+    row rank (``d >= K + L``), and ``C`` ``(K, d)`` solves ``C [Eᵀ Uᵀ] = [I 0]`` with
+    minimal norm.
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     L = check_size("L", L, minimum=1)
@@ -541,23 +332,9 @@ def positional_embeddings(K: int, L: int, d: int, *, seed: int) -> tuple[torch.T
 def positional_factors(W: Any, E: Any, U: Any) -> tuple[torch.Tensor, ...]:
     """The factors ``(a, b, V)`` of the positional CCMC, Ildiz et al. 2024, App. A.
 
-    :math:`a = \\exp(UWu_L)` (``(L,)``), :math:`b = \\exp(EWu_L)` (``(K,)``),
-    :math:`V = \\exp(UWE^\\top)` (``(L, K)``); pass them with :math:`P^W` to
+    :math:`a = \\exp(UWu_L)` ``(L,)``, :math:`b = \\exp(EWu_L)` ``(K,)``,
+    :math:`V = \\exp(UWE^\\top)` ``(L, K)``: pass them with :math:`P^W` to
     :func:`ccmc_lite.ccmc.positional_ccmc_distribution` (eq. (10)).
-
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)``.
-    E : array-like
-        ``(K, d)``.
-    U : array-like
-        ``(L, d)``.
-
-    Returns
-    -------
-    tuple of Tensor
-        ``a``, ``b``, ``V``.
     """
     E = as_tensor("E", E, dtype=torch.float64, ndim=2)
     W = _check_W(W, E.shape[1])

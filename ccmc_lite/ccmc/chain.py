@@ -84,29 +84,10 @@ def _broadcast(*shapes: Any) -> torch.Size:
 def check_transition(
     P: Any, *, name: str = "P", positive: bool = False, batched: bool = False
 ) -> torch.Tensor:
-    """Check a base transition matrix (row-stochastic, square, finite, non-negative).
+    """Check a base chain: ``(K, K)`` (``(R, K, K)`` with ``batched``), row-stochastic, finite.
 
-    Parameters
-    ----------
-    P : array-like
-        Shape ``(K, K)``, or ``(R, K, K)`` with ``batched=True`` (one chain per trajectory).
-    name : str
-        Argument name used in error messages.
-    positive : bool
-        Demand strictly positive entries (Thm. 2.6 and Lemma 5.2 need them).
-    batched : bool
-        Accept a leading batch axis.
-
-    Returns
-    -------
-    Tensor
-        ``P`` as a float64 tensor.
-
-    Raises
-    ------
-    ValueError
-        Non-square, negative, NaN/inf, rows not summing to one, or (``positive=True``) a
-        zero entry. The message names ``name`` and the offending entry.
+    Returns ``P`` as float64. ``positive=True`` demands strictly positive entries (Thm. 2.6
+    and Lemma 5.2 need them). A ``ValueError`` names ``name`` and the offending entry.
     """
     P = as_tensor(name, P, dtype=torch.float64, ndim=(2, 3) if batched else 2)
     if P.shape[-1] < 2 or P.shape[-2] < 2:
@@ -115,25 +96,8 @@ def check_transition(
 
 
 def _check_prompt_tokens(name: str, value: Any, K: int, *, ndim: Any = None) -> torch.Tensor:
-    """:func:`ccmc_lite.core.check_tokens` with a clear error for empty prompts.
-
-    An empty list would otherwise become a float tensor and fail as "not integers".
-
-    Parameters
-    ----------
-    name : str
-        Argument name for error messages.
-    value : array-like
-        Integer tokens.
-    K : int
-        Vocabulary size.
-    ndim : int or tuple of int, optional
-        Allowed numbers of dimensions.
-
-    Returns
-    -------
-    Tensor
-        ``torch.long`` tokens in ``[0, K)``.
+    """:func:`ccmc_lite.core.check_tokens` with a clear error for empty prompts (an empty list
+    would otherwise become a float tensor and fail as "not integers").
     """
     if isinstance(value, (list, tuple, np.ndarray, torch.Tensor)) and len(value) == 0:
         raise ValueError(f"{name} must not be empty (a prompt needs at least one token)")
@@ -151,28 +115,12 @@ def _check_variant(variant: str) -> str:
 def prompt_statistics(
     prompts: Any, K: int, *, variant: str = "self", name: str = "prompts"
 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """Key-token counts and query token of one prompt or of many (possibly ragged) prompts.
+    """Key-token counts ``(B, K)`` and query tokens ``(B,)`` of one prompt or of many.
 
-    Parameters
-    ----------
-    prompts : array-like
-        One prompt ``(L,)``, a batch of equal-length prompts ``(B, L)``, or a list of
-        prompts of different lengths. Tokens must lie in ``[0, K)``.
-    K : int
-        Vocabulary size.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Self-attention keys are all ``L`` tokens; cross-attention keys are the first
-        ``L - 1`` (Sec. 2.3), so cross-attention prompts need ``L >= 2``.
-
-    Returns
-    -------
-    counts : Tensor
-        ``(B, K)`` float64 counts of each token among the keys.
-    query : Tensor
-        ``(B,)`` long, the last token ``x_L`` of each prompt.
-    single : bool
-        ``True`` when a single 1-D prompt was given.
+    ``prompts``: one prompt ``(L,)``, equal-length prompts ``(B, L)``, or a list of prompts of
+    different lengths, over ``[0, K)``. Self-attention keys are all ``L`` tokens;
+    cross-attention keys the first ``L - 1`` (Sec. 2.3), so those prompts need ``L >= 2``.
+    The third value is ``True`` when a single 1-D prompt was given.
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = _check_variant(variant)
@@ -217,20 +165,7 @@ def prompt_statistics(
 
 
 def _token_counts(X: Any, K: int) -> torch.Tensor:
-    """Number of occurrences of each token in a prompt (the numerator of eq. (2)).
-
-    Parameters
-    ----------
-    X : array-like
-        ``(..., L)`` integer tokens in ``[0, K)``.
-    K : int
-        Vocabulary size.
-
-    Returns
-    -------
-    Tensor
-        ``(..., K)`` float64 counts.
-    """
+    """Occurrences ``(..., K)`` of each token in prompts ``(..., L)`` (the numerator of eq. (2))."""
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     X = _check_prompt_tokens("X", X, K)
     if X.ndim == 0:
@@ -243,17 +178,7 @@ def _token_counts(X: Any, K: int) -> torch.Tensor:
 def frequencies(X: Any, K: int) -> torch.Tensor:
     """Empirical token frequencies :math:`m(X)` of a prompt, Ildiz et al. 2024, eq. (2).
 
-    Parameters
-    ----------
-    X : array-like
-        ``(..., L)`` integer tokens in ``[0, K)`` (non-empty).
-    K : int
-        Vocabulary size.
-
-    Returns
-    -------
-    Tensor
-        ``(..., K)`` float64, each slice sums to one.
+    ``X``: ``(..., L)`` tokens in ``[0, K)``, non-empty; returns ``(..., K)``.
 
     Examples
     --------
@@ -265,27 +190,10 @@ def frequencies(X: Any, K: int) -> torch.Tensor:
 
 
 def weighted_transition(P: Any, m: Any) -> torch.Tensor:
-    """The re-weighted Markov chain :math:`P^m`, Ildiz et al. 2024, eq. (1).
+    """The re-weighted chain :math:`P^m[i, j] = m_j P[i, j] / \\sum_k m_k P[i, k]` (eq. (1)).
 
-    ``P^m[i, j] = m_j P[i, j] / sum_k m_k P[i, k]`` (book convention: rows are states).
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic base chain.
-    m : array-like
-        ``(K,)`` non-negative weights (need not sum to one).
-
-    Returns
-    -------
-    Tensor
-        ``(K, K)`` row-stochastic.
-
-    Raises
-    ------
-    ValueError
-        If a row ``i`` has ``sum_k m_k P[i, k] = 0`` (the transition out of ``i`` is
-        undefined), or for invalid ``P``/``m``.
+    ``m``: ``(K,)`` non-negative weights (need not sum to one). Raises ``ValueError`` when a
+    row has :math:`\\sum_k m_k P[i, k] = 0` (the transition out of ``i`` is undefined).
     """
     P = check_transition(P)
     m = as_tensor("m", m, dtype=torch.float64, ndim=1)
@@ -305,30 +213,12 @@ def weighted_transition(P: Any, m: Any) -> torch.Tensor:
 
 
 def _ccmc_distribution_from_counts(P: Any, counts: Any, query: Any) -> torch.Tensor:
-    """:math:`\\pi^X` from sufficient statistics: key-token counts and the query token.
+    """:math:`\\pi^X` ``(..., K)`` from sufficient statistics: key-token counts and query tokens.
 
-    ``pi[..., j] = counts[..., j] * P[query, j] / sum_k counts[..., k] * P[query, k]``
-    (Def. 2.1, eq. (3); the normalisation of ``m`` cancels).
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic base chain, or ``(..., K, K)`` broadcastable against
-        ``counts``.
-    counts : array-like
-        ``(..., K)`` non-negative counts (or frequencies) of the key tokens.
-    query : array-like
-        ``(...)`` integer query tokens ``x_L``.
-
-    Returns
-    -------
-    Tensor
-        ``(..., K)`` next-token distributions.
-
-    Raises
-    ------
-    ValueError
-        When some prompt has ``P[x_L, j] = 0`` for all of its key tokens ``j``.
+    ``pi[..., j] = counts[..., j] P[query, j] / sum_k counts[..., k] P[query, k]`` (Def. 2.1,
+    eq. (3); the normalisation of ``m`` cancels). ``P`` is ``(K, K)`` or broadcasts against
+    ``counts`` ``(..., K)``; ``query`` is ``(...)``. Raises ``ValueError`` when a prompt has
+    ``P[x_L, j] = 0`` for all of its key tokens.
     """
     P = check_transition(P, batched=True)
     K = P.shape[-1]
@@ -380,26 +270,14 @@ def _rows(P: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
 def ccmc_distribution(P: Any, X: Any, *, variant: str = "self") -> torch.Tensor:
     """Next-token distribution :math:`\\pi^X` of the CCMC, Ildiz et al. 2024, Def. 2.1 / eq. (3).
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic base chain.
-    X : array-like
-        One prompt ``(L,)``, equal-length prompts ``(B, L)`` or a list of ragged prompts.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        ``"cross"`` weights by the frequencies of the keys ``x_1..x_{L-1}`` only (Sec. 2.3).
-
-    Returns
-    -------
-    Tensor
-        ``(K,)`` for one prompt, ``(B, K)`` for many.
+    ``X``: one prompt ``(L,)`` (returns ``(K,)``), prompts ``(B, L)`` or a ragged list
+    (``(B, K)``). ``variant="cross"`` weights by the keys ``x_1..x_{L-1}`` only (Sec. 2.3).
 
     Examples
     --------
     >>> P = [[0.2, 0.3, 0.5], [0.5, 0.1, 0.4], [0.1, 0.6, 0.3]]
-    >>> ccmc_distribution(P, [0, 1, 0]).tolist()   # m = (2/3, 1/3, 0), state 0
-    [0.5714285714285714, 0.42857142857142855, 0.0]
+    >>> ccmc_distribution(P, [0, 1, 0]).round(decimals=6).tolist()  # m = (2/3, 1/3, 0)
+    [0.571429, 0.428571, 0.0]
     """
     P = check_transition(P)
     counts, query, single = prompt_statistics(X, P.shape[0], variant=variant, name="X")
@@ -415,26 +293,9 @@ def positional_ccmc_distribution(P: Any, X: Any, a: Any, b: Any, V: Any) -> torc
         \\mathbb P_{(P,U)}(x_{L+1}=j\\mid X) \\propto b_j\\, P_{x_L j}
         \\sum_{i=1}^L a_i V_{i, x_L} \\mathbf 1(x_i = j),
 
-    with :math:`a=\\exp(UWu_L)`, :math:`b=\\exp(EWu_L)`, :math:`V=\\exp(UWE^\\top)` (see
-    :func:`ccmc_lite.ccmc.positional_factors`).
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic base chain (``P^W`` of eq. (4)).
-    X : array-like
-        ``(L,)`` or ``(B, L)`` prompts of the fixed length ``L``.
-    a : array-like
-        ``(L,)`` positive position weights.
-    b : array-like
-        ``(K,)`` positive token weights.
-    V : array-like
-        ``(L, K)`` positive position-token weights.
-
-    Returns
-    -------
-    Tensor
-        ``(K,)`` or ``(B, K)``.
+    with the positive factors :math:`a=\\exp(UWu_L)` ``(L,)``, :math:`b=\\exp(EWu_L)` ``(K,)``
+    and :math:`V=\\exp(UWE^\\top)` ``(L, K)`` (:func:`ccmc_lite.ccmc.positional_factors`);
+    ``P = P^W`` (eq. (4)). ``X``: ``(L,)`` or ``(B, L)``; returns ``(K,)`` or ``(B, K)``.
     """
     P = check_transition(P)
     K = P.shape[0]
@@ -489,26 +350,10 @@ def sample_next(
     n_samples: int = 1,
     variant: str = "self",
 ) -> torch.Tensor:
-    """Sample next tokens from the CCMC :math:`\\pi^X` (Def. 2.1; Sec. 2.2 "sampling-from-softmax").
+    """Sample next tokens from the CCMC :math:`\\pi^X` (Def. 2.1; Sec. 2.2 "sampling from softmax").
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic base chain.
-    X : array-like
-        One prompt ``(L,)``, a batch ``(B, L)`` or a list of ragged prompts.
-    seed : int
-        Random seed; the same seed gives the same tokens.
-    n_samples : int
-        Independent next tokens per prompt.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Key set, as in :func:`ccmc_distribution`.
-
-    Returns
-    -------
-    Tensor
-        ``(n_samples,)`` long for one prompt, ``(B, n_samples)`` for many.
+    ``X`` and ``variant`` as in :func:`ccmc_distribution`; ``n_samples`` independent tokens
+    per prompt from ``seed``: ``(n_samples,)`` for one prompt, ``(B, n_samples)`` for many.
     """
     seed = check_seed(seed)
     n_samples = check_size("n_samples", n_samples, minimum=1)
@@ -522,23 +367,21 @@ def sample_next(
 
 @dataclass(frozen=True)
 class Trajectories:
-    """Output of :func:`sample_trajectories`.
+    """Output of :func:`sample_trajectories`: ``R`` trajectories, statistics at ``C`` times.
 
     Attributes
     ----------
     prompt_length : int
         Length ``L0`` of the initial prompt.
     tokens : Tensor or None
-        ``(R, L0 + length)`` long: prompt followed by the generated tokens (``None`` when
-        ``keep_tokens=False``).
+        ``(R, L0 + length)``: prompt and generated tokens (``None`` for ``keep_tokens=False``).
     times : Tensor
-        ``(C,)`` long, numbers of generated tokens at which statistics were recorded.
+        ``(C,)`` numbers of generated tokens at which the statistics were recorded.
     counts : Tensor
-        ``(R, C, K)`` float64, token counts of the whole sequence ``X_t`` (prompt included)
-        after ``times[c]`` generated tokens.
+        ``(R, C, K)`` token counts of ``X_t`` (prompt included) at ``times[c]``.
     transitions : Tensor
-        ``(R, C, K, K)`` float64, counts of sampled transitions ``x_s -> x_{s+1}`` (the
-        first one starts at the last prompt token) up to ``times[c]``.
+        ``(R, C, K, K)`` counts of sampled transitions ``x_s -> x_{s+1}`` (the first starts
+        at the last prompt token) up to ``times[c]``.
     """
 
     prompt_length: int
@@ -567,44 +410,17 @@ def sample_trajectories(
 ) -> Trajectories:
     """Generate trajectories autoregressively from a CCMC, vectorised over trajectories.
 
-    At step ``t`` each trajectory appends ``y_t ~ pi^{X_t}`` to its sequence ``X_t``
-    (Ildiz et al. 2024, Sec. 5: a single prompt fed back into the model). All ``R``
-    trajectories advance together; only the running counts (``(R, K)``) and the last
-    token are needed per step, so the cost is ``O(R K)`` per step.
+    At step ``t`` each trajectory appends ``y_t ~ pi^{X_t}`` to its sequence ``X_t`` (Ildiz et
+    al. 2024, Sec. 5: one prompt fed back into the model). All ``R`` trajectories advance
+    together on their running counts ``(R, K)`` and last tokens: ``O(R K)`` work per step.
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` base chain shared by all trajectories, or ``(R, K, K)``: one chain per
-        trajectory (a sweep over chains in one program).
-    prompt : array-like
-        ``(L0,)`` initial prompt shared by all trajectories, or ``(R, L0)``.
-    length : int
-        Number of tokens to generate.
-    seed : int
-        Random seed.
-    n_traj : int, optional
-        Number of trajectories ``R`` (default: inferred from ``P``/``prompt``, else 1).
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Key set used at every step.
-    record_at : array-like, optional
-        Numbers of generated tokens (in ``[0, length]``) at which to record counts and
-        transition counts; default ``[length]``.
-    keep_tokens : bool
-        Keep the full ``(R, L0 + length)`` token array (memory ``8 R (L0+length)`` bytes).
-    chunk : int
-        Uniform random numbers are drawn ``chunk`` steps at a time.
-
-    Returns
-    -------
-    Trajectories
-
-    Raises
-    ------
-    ValueError
-        Invalid ``P``/``prompt``; a prompt too short for the variant; or a step at which
-        the transition is undefined (every key token ``j`` has ``P[x_L, j] = 0``).
+    ``P`` is ``(K, K)``, shared, or ``(R, K, K)``, one chain per trajectory (a sweep over
+    chains in one program); ``prompt`` is ``(L0,)`` or ``(R, L0)``; ``n_traj`` (default:
+    from ``P`` and ``prompt``, else 1) must agree with both. Counts and transition counts are
+    recorded after the numbers of generated tokens in ``record_at`` (default ``[length]``);
+    ``keep_tokens=False`` drops the ``(R, L0 + length)`` token array; uniforms are drawn
+    ``chunk`` steps at a time. Raises ``ValueError`` at a step whose transition is undefined
+    (every key token ``j`` has ``P[x_L, j] = 0``).
     """
     seed = check_seed(seed)
     length = check_size("length", length, minimum=1)
@@ -709,25 +525,23 @@ def sample_trajectories(
 class PromptData:
     """Sufficient statistics of a data set of (prompt, next-token) pairs.
 
-    Under a CCMC (and hence under the attention model of Assumption 2.3) the likelihood of
-    ``(X, y)`` depends on ``X`` only through the counts of its key tokens and its query
-    token ``x_L`` (eq. (3)). A data set is therefore stored as ``N`` *rows*
-    ``(counts, query, y)`` with a weight each: the number of times the pair occurs, or its
-    probability for the population loss (eq. (5)/(6)).
-
-    All tensors may carry the same leading *run* axes (one data set per run), e.g.
-    ``weights`` of shape ``(R, N)`` with shared ``counts``/``query``/``y``.
+    Under a CCMC (and so under the attention model of Assumption 2.3) the likelihood of
+    ``(X, y)`` depends on ``X`` only through its key-token counts and its query token ``x_L``
+    (eq. (3)). A data set is therefore ``N`` rows ``(counts, query, y)`` with a weight each:
+    how often the pair occurs, or its probability for the population loss (eqs. (5)/(6)). All
+    tensors may carry the same leading run axes (one data set per run), e.g. ``weights``
+    ``(R, N)`` with shared rows.
 
     Attributes
     ----------
     counts : Tensor
-        ``(..., N, K)`` float64 key-token counts.
+        ``(..., N, K)`` key-token counts.
     query : Tensor
-        ``(..., N)`` long query tokens ``x_L``.
+        ``(..., N)`` query tokens ``x_L``.
     y : Tensor
-        ``(..., N)`` long next tokens.
+        ``(..., N)`` next tokens.
     weights : Tensor
-        ``(..., N)`` float64 non-negative weights.
+        ``(..., N)`` non-negative weights.
     K : int
         Vocabulary size.
     variant : str
@@ -789,24 +603,9 @@ def _validate_rows(counts: torch.Tensor, y: torch.Tensor, weights: torch.Tensor)
 def random_prompts(
     K: int, n: int, *, min_length: int, max_length: int, seed: int
 ) -> list[list[int]]:
-    """``n`` prompts with lengths uniform in ``[min_length, max_length]`` and uniform tokens.
+    """``n`` prompts, lengths uniform in ``[min_length, max_length]``, tokens uniform (``seed``).
 
-    A convenient finite support :math:`\\Omega` for the prompt distribution of Sec. 3–4.
-
-    Parameters
-    ----------
-    K : int
-        Vocabulary size.
-    n : int
-        Number of prompts.
-    min_length, max_length : int
-        Length range (inclusive).
-    seed : int
-        Random seed.
-
-    Returns
-    -------
-    list of list of int
+    A convenient finite support :math:`\\Omega` for the prompt distribution of Secs. 3–4.
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     n = check_size("n", n, minimum=1)
@@ -825,25 +624,10 @@ def prompt_data(
     variant: str = "self",
     weights: Any = None,
 ) -> PromptData:
-    """Build :class:`PromptData` from explicit prompts and next tokens.
+    """:class:`PromptData` of explicit prompts (``(n, L)`` or ragged) and next tokens ``(n,)``.
 
-    Parameters
-    ----------
-    prompts : array-like
-        ``(n, L)`` prompts or a list of ``n`` ragged prompts.
-    next_tokens : array-like
-        ``(n,)`` next tokens; each must occur among the keys of its prompt.
-    K : int
-        Vocabulary size.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Key set (Sec. 2.3).
-    weights : array-like, optional
-        ``(n,)`` or ``(R, n)`` non-negative weights (default: ones).
-
-    Returns
-    -------
-    PromptData
+    Each next token must occur among the keys of its prompt (``variant``, Sec. 2.3);
+    ``weights``: ``(n,)`` or ``(R, n)``, default ones.
     """
     counts, query, single = prompt_statistics(prompts, K, variant=variant)
     if single:
@@ -868,28 +652,11 @@ def population_data(
 ) -> PromptData:
     """The exact population law :math:`\\mathcal D_{XY}` of a finite prompt distribution.
 
-    Row ``(X, y)`` gets weight :math:`\\mathcal D_X(X)\\,\\pi^X_y` with :math:`\\pi^X` the
-    CCMC of ``P`` (Ildiz et al. 2024, Sec. 3: prompts from :math:`\\mathcal D_X` with
-    finite support :math:`\\Omega`, labels from the ground truth). Minimising the
-    weighted negative log-likelihood of these rows is the population problem (5)/(6).
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` ground-truth chain.
-    prompts : array-like
-        The support :math:`\\Omega`: ``(n, L)`` or a list of ragged prompts.
-    prompt_probs : array-like, optional
-        ``(n,)`` probabilities :math:`\\mathcal D_X(X)` (default: uniform).
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Key set.
-
-    Returns
-    -------
-    PromptData
-        ``n * K`` rows (one per prompt and next token); rows with zero probability have
-        weight 0.
+    Row ``(X, y)`` gets weight :math:`\\mathcal D_X(X)\\,\\pi^X_y`, :math:`\\pi^X` the CCMC
+    of ``P`` (Ildiz et al. 2024, Sec. 3: prompts of finite support :math:`\\Omega`, labels
+    from the ground truth). ``prompts``: :math:`\\Omega`, ``(n, L)`` or ragged;
+    ``prompt_probs``: ``(n,)``, default uniform. Returns ``n * K`` rows, one per prompt and
+    next token. Minimising their weighted negative log-likelihood is problem (5)/(6).
     """
     P = check_transition(P)
     K = P.shape[0]
@@ -914,26 +681,11 @@ def population_data(
 def sample_prompt_data(
     population: PromptData, n: int, *, seed: int, n_runs: int | None = None
 ) -> PromptData:
-    """Draw ``n`` IID (prompt, next-token) pairs from a population; return their counts.
+    """The counts of ``n`` IID (prompt, next-token) pairs drawn from ``population``.
 
-    The counts of the ``N`` possible rows are multinomial(``n``, weights), which is exactly
-    the law of the sufficient statistics of ``n`` IID samples (Sec. 4, eq. (7)–(8)).
-
-    Parameters
-    ----------
-    population : PromptData
-        From :func:`population_data` (unbatched weights summing to one).
-    n : int
-        Sample size.
-    seed : int
-        Random seed.
-    n_runs : int, optional
-        Draw ``R`` independent data sets at once (weights of shape ``(R, N)``).
-
-    Returns
-    -------
-    PromptData
-        Integer weights summing to ``n`` in every run.
+    The counts of its ``N`` rows are multinomial(``n``, weights), exactly the law of the
+    sufficient statistics of ``n`` IID samples (Sec. 4, eqs. (7)–(8)). ``n_runs`` draws ``R``
+    independent data sets at once (weights ``(R, N)``).
     """
     if not isinstance(population, PromptData):
         raise TypeError(f"population must be a PromptData; got {type(population).__name__}")
@@ -953,23 +705,9 @@ def trajectory_data(
 ) -> PromptData:
     """The single-trajectory data set of Sec. 5: :math:`X_i = [X_1, y_1, \\dots, y_{i-1}]`.
 
-    Parameters
-    ----------
-    tokens : array-like
-        ``(T,)`` or ``(R, T)`` sequences: the initial prompt (length ``prompt_length``)
-        followed by the generated tokens.
-    prompt_length : int
-        Length of the initial prompt ``X_1`` (>= 1; >= 2 for cross-attention).
-    K : int
-        Vocabulary size.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Key set.
-
-    Returns
-    -------
-    PromptData
-        ``N = T - prompt_length`` rows (with run axis ``R`` if given), unit weights.
+    ``tokens``: ``(T,)`` or ``(R, T)``, the prompt (``prompt_length`` tokens; at least 2 for
+    cross-attention) followed by the generated tokens. Returns ``T - prompt_length`` rows
+    (with the run axis), unit weights.
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = _check_variant(variant)
@@ -994,20 +732,10 @@ def trajectory_data(
 def log_likelihood(P: Any, data: PromptData, *, average: bool = False) -> torch.Tensor:
     """Log-likelihood :math:`\\sum_i w_i \\log \\mathbb P_P(y_i \\mid X_i)` under a CCMC (eq. (6)).
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` or ``(..., K, K)`` (batched like the data's run axes).
-    data : PromptData
-        The data set.
-    average : bool
-        Divide by the total weight (``-average`` is the loss :math:`\\mathcal L(P)`).
-
-    Returns
-    -------
-    Tensor
-        ``(...)`` one value per run; ``-inf`` where a row with positive weight has
-        probability 0 under ``P``.
+    ``P``: ``(K, K)`` or batched like the data's run axes. Returns one value per run;
+    ``average=True`` divides by the total weight (then ``-value`` is the loss
+    :math:`\\mathcal L(P)`); ``-inf`` where a row with positive weight has probability 0
+    under ``P``. Raises ``ValueError`` where such a row's transition is undefined.
     """
     if not isinstance(data, PromptData):
         raise TypeError(f"data must be a PromptData; got {type(data).__name__}")

@@ -73,42 +73,22 @@ __all__ = [
 
 
 def binary_collapse_chain(p: float) -> torch.Tensor:
-    """The ``K = 2`` chain of Lemma 5.3: every row is ``(1 − p, p)``.
+    """The ``K = 2`` chain of Lemma 5.3: both rows ``(1 − p, p)``, ``p`` in ``(0, 1)``; ``(2, 2)``.
 
-    The paper writes the column-stochastic :math:`P^{GT} = [[1-p, 1-p], [p, p]]`, i.e. the
-    next-token law does not depend on the current state; token 1 (the paper's token 2) is
-    the *weak* token when ``p < 1/2``.
-
-    Parameters
-    ----------
-    p : float
-        In ``(0, 1)``.
-
-    Returns
-    -------
-    Tensor
-        ``(2, 2)`` row-stochastic.
+    The paper writes it column-stochastic, :math:`P^{GT} = [[1-p, 1-p], [p, p]]`: the next
+    token does not depend on the current one; token 1 (the paper's token 2) is the *weak*
+    token when ``p < 1/2``.
     """
     p = check_probability("p", p)
     return torch.tensor([[1 - p, p], [1 - p, p]], dtype=torch.float64)
 
 
 def collapse_exponent(p: Any) -> Any:
-    """:math:`q = (1 - 2p)/(1 - p)`, the decay exponent of Lemma 5.3 (eq. (50)).
+    """:math:`q = (1 - 2p)/(1 - p)`, the decay exponent of Lemma 5.3 (eq. (50)), in ``[0, 1)``.
 
-    Lemma 5.3 is stated for ``p < 1/2`` (token 1 is then the weak token); at ``p = 1/2``
-    ``q = 0`` (no collapse). For ``p > 1/2`` the roles swap and the formula would give a
-    negative "exponent", so such ``p`` is rejected: pass ``1 - p`` instead.
-
-    Parameters
-    ----------
-    p : float or array-like
-        Weak-token probability in ``(0, 1/2]``.
-
-    Returns
-    -------
-    float or numpy.ndarray
-        ``q`` in ``[0, 1)``.
+    ``p`` (a float or an array) is the weak token's probability, in ``(0, 1/2]``; at
+    ``p = 1/2``, ``q = 0`` (no collapse). For ``p > 1/2`` the roles swap and the formula would
+    give a negative "exponent", so such ``p`` is rejected: pass ``1 - p`` instead.
     """
     arr = as_tensor("p", p, finite=False).numpy()
     if np.any(~np.isfinite(arr)) or np.any(arr <= 0) or np.any(arr > 0.5):
@@ -120,20 +100,11 @@ def collapse_exponent(p: Any) -> Any:
 
 
 def weak_weak_exponent(p: Any) -> Any:
-    """Growth exponent :math:`1 - 2q = (3p-1)/(1-p)` of the expected weak→weak count.
+    """Growth exponent :math:`1 - 2q = (3p-1)/(1-p)` of the expected weak→weak count (Sec. 5.2).
 
-    Sec. 5.2 heuristic: :math:`\\mathbb P(\\text{weak}\\to\\text{weak at } t) \\propto t^{-2q}`,
-    so the expected count grows like :math:`t^{1-2q}` when ``p > 1/3`` and stays bounded
-    when ``p < 1/3`` (then the exponent is negative).
-
-    Parameters
-    ----------
-    p : float or array-like
-        In ``(0, 1/2]``.
-
-    Returns
-    -------
-    float or numpy.ndarray
+    The paper's heuristic: :math:`\\mathbb P(\\text{weak}\\to\\text{weak at } t) \\propto
+    t^{-2q}`, so the count grows like :math:`t^{1-2q}` when ``p > 1/3`` and stays bounded when
+    ``p < 1/3``. ``p`` in ``(0, 1/2]``, a float or an array.
     """
     q = collapse_exponent(p)
     return 1 - 2 * q
@@ -177,30 +148,16 @@ def weak_frequency_exact(
 ) -> np.ndarray:
     """Exact :math:`\\mathbb E[m(X_t)_{\\text{weak}}]` for the chain of Lemma 5.3 (dynamic program).
 
-    With rows ``(1 - p, p)`` the next token depends only on the weak-token count ``S`` of
-    the current sequence of length ``L``: it is weak with probability
-    :math:`Sp/(Sp + (L-S)(1-p))` (Ildiz et al. 2024, eq. (48)). The law of ``S`` is
-    propagated exactly, one appended token at a time (``O(length^2)`` work), so no
-    approximation such as eq. (49)'s ``≈`` enters.
+    With rows ``(1 - p, p)`` the next token depends only on the weak count ``S`` of the
+    current sequence of length ``L``: it is weak with probability
+    :math:`Sp/(Sp + (L-S)(1-p))` (Ildiz et al. 2024, eq. (48)). The law of ``S`` is propagated
+    exactly, one token at a time (``O(length^2)`` work), so no approximation such as eq.
+    (49)'s ``≈`` enters. Several ``p`` in ``(0, 1/2]`` are propagated together; ``prompt``
+    is over ``{0, 1}`` with both tokens (token 1 is the weak one). ``statistic="odds"`` gives
+    :math:`\\mathbb E[m_1/m_0] = \\mathbb E[S/(L-S)]`, the quantity of eqs. (52)–(53).
 
-    Parameters
-    ----------
-    p : float or array-like
-        Weak-token probability(ies) in ``(0, 1/2]``; several are propagated together.
-    length : int
-        Number of generated tokens ``T``.
-    prompt : sequence of int
-        Initial prompt over ``{0, 1}`` containing both tokens (token 1 is the weak one).
-    statistic : str
-        ``"frequency"`` (default): :math:`\\mathbb E[m_1] = \\mathbb E[S/L]`.
-        ``"odds"``: :math:`\\mathbb E[m_1/m_0] = \\mathbb E[S/(L-S)]`, the quantity of
-        eqs. (52)–(53) (the strong token occurs at least once, so ``L - S >= 1``).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is the statistic at sequence length ``t``
-        for ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
+    Returns ``(n_p, L_0 + length + 1)``: entry ``[i, t]`` is the statistic at sequence length
+    ``t >= L_0`` (``nan`` below the prompt length ``L_0``).
     """
     odds = check_choice("statistic", statistic, ("frequency", "odds")) == "odds"
     urn = _Urn(p, length, prompt)
@@ -229,27 +186,12 @@ def weak_frequency_exact(
 def weak_weak_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
     """Exact expected number of weak→weak pairs for the chain of Lemma 5.3 (Sec. 5.2, Fig. 5).
 
-    The paper's Fig. 5 counts the transitions from the weak token to itself along one
-    trajectory. As in :func:`weak_frequency_exact`, the next token is weak with probability
-    :math:`Sp/(Sp + (L-S)(1-p))` (eq. (48)) given the weak count ``S`` at length ``L``; the
-    law of ``(S, last token)`` is propagated exactly, and the expected count grows by
-    :math:`\\mathbb P(\\text{last weak}, \\text{next weak})` at each step.
-
-    Parameters
-    ----------
-    p : float or array-like
-        Weak-token probability(ies) in ``(0, 1/2]``.
-    length : int
-        Number of generated tokens ``T`` (at most ``WEAK_FREQUENCY_MAX_LENGTH``).
-    prompt : sequence of int
-        Initial prompt over ``{0, 1}`` containing both tokens (token 1 is the weak one).
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n_p, L_0 + T + 1)``: entry ``[i, t]`` is the expected number of weak→weak pairs
-        among the first ``t`` tokens, for ``t >= L_0`` (``nan`` below the prompt length;
-        pairs inside the prompt included).
+    As in :func:`weak_frequency_exact` (same ``p`` and ``prompt``), the next token is weak
+    with probability :math:`Sp/(Sp + (L-S)(1-p))` (eq. (48)); the law of ``(S, last token)``
+    is propagated exactly and the count grows by :math:`\\mathbb P(\\text{last weak},
+    \\text{next weak})` at each step. Returns ``(n_p, L_0 + length + 1)``: the expected
+    number of pairs among the first ``t`` tokens (those inside the prompt included; ``nan``
+    below the prompt length).
     """
     urn = _Urn(p, length, prompt)
     n, L0, S0, T, toks = urn.n, urn.L0, urn.S0, urn.T, urn.tokens
@@ -274,36 +216,23 @@ def weak_weak_exact(p: Any, length: int, *, prompt: Any = (0, 1)) -> np.ndarray:
 def collapse_limit_constant(p: Any, *, prompt_length: int = 2, prompt_weak: int = 1) -> Any:
     """The exact limit of :math:`t^q\\,\\mathbb E[m(X_t)_{\\text{weak}}]` (beyond the paper).
 
-    The two-token chain of Lemma 5.3 draws the weak token with probability
-    :math:`Sp/(Sp + N(1-p))` given ``S`` weak and ``N`` strong tokens (eq. (48)): the jump
-    chain of two independent Yule processes, weak tokens splitting at rate ``p`` and strong
-    ones at rate ``1 - p`` (Athreya–Karlin embedding). Then
+    The chain of Lemma 5.3 draws the weak token with probability :math:`Sp/(Sp + N(1-p))`
+    given ``S`` weak and ``N`` strong tokens (eq. (48)): the jump chain of two independent
+    Yule processes, splitting at rates ``p`` and ``1 - p`` (Athreya–Karlin embedding). Then
     :math:`S(\\tau)e^{-p\\tau} \\to W_S \\sim \\mathrm{Gamma}(S_0)`,
     :math:`N(\\tau)e^{-(1-p)\\tau} \\to W_N \\sim \\mathrm{Gamma}(N_0)`, independent; at
-    length :math:`t \\approx W_N e^{(1-p)\\tau}` the weak frequency is
-    :math:`m_t \\approx W_S W_N^{-\\bar p}\\, t^{-q}` with :math:`\\bar p = p/(1-p)`, and
+    length :math:`t \\approx W_N e^{(1-p)\\tau}`, :math:`m_t \\approx W_S W_N^{-\\bar p}\\,
+    t^{-q}` with :math:`\\bar p = p/(1-p)`, and
 
     .. math::
         t^q\\,\\mathbb E[m_t] \\to S_0\\,\\frac{\\Gamma(N_0 - \\bar p)}{\\Gamma(N_0)},
-        \\qquad N_0 = L_0 - S_0 .
+        \\qquad N_0 = L_0 - S_0 ,
 
-    For the prompt ``[0, 1]`` this is :math:`\\Gamma(q) > 1` for every ``p < 1/2``, so the
-    bound :math:`\\mathbb E[m_t] < t^{-q}` of Lemma 5.3 fails for all large ``t``; it grows
-    like ``1/q`` as ``p -> 1/2``. For ``[0, 0, 1]`` it is below 1 and the bound holds
-    asymptotically. :func:`weak_frequency_exact` converges to it (a test checks).
-
-    Parameters
-    ----------
-    p : float or array-like
-        In ``(0, 1/2)``.
-    prompt_length : int
-        :math:`L_0`.
-    prompt_weak : int
-        Weak tokens in the prompt, :math:`S_0`, ``1 <= S_0 < L_0``.
-
-    Returns
-    -------
-    float or numpy.ndarray
+    for a prompt of ``prompt_length`` :math:`L_0` tokens, ``prompt_weak`` :math:`S_0` of
+    them weak, and ``p`` in ``(0, 1/2)``. For the prompt ``[0, 1]`` this is
+    :math:`\\Gamma(q) > 1`, so Lemma 5.3's bound :math:`\\mathbb E[m_t] < t^{-q}` fails for
+    all large ``t``; for ``[0, 0, 1]`` it is below 1. :func:`weak_frequency_exact` converges
+    to it (a test checks).
     """
     from scipy.special import gammaln
 
@@ -322,31 +251,16 @@ def collapse_lower_bound(p: Any, t: Any, *, prompt_length: int = 2, prompt_weak:
     """The linearised recursion of Lemma 5.3, started at the prompt: a *lower* bound.
 
     The exact increment of eq. (48) is :math:`\\bar p S/(L - qS) \\ge \\bar p S/L`
-    (:math:`\\bar p = p/(1-p)`, :math:`q = 1 - \\bar p`), so dropping the :math:`S` term as in
-    eq. (49) *under*-estimates :math:`\\mathbb E[S]`, and the recursion (50) gives, exactly,
+    (:math:`\\bar p = p/(1-p)`), so dropping the :math:`S` term as in eq. (49)
+    *under*-estimates :math:`\\mathbb E[S]`, and the recursion (50) gives, exactly,
 
     .. math::
         \\mathbb E[m(X_t)_{\\text{weak}}] \\ge m_0 \\prod_{\\tau=L_0+1}^{t} (1 - q/\\tau)
-        = m_0\\,\\frac{\\Gamma(L_0+1)\\,\\Gamma(t+1-q)}{\\Gamma(L_0+1-q)\\,\\Gamma(t+1)}
-        \\sim m_0\\,\\frac{\\Gamma(L_0+1)}{\\Gamma(L_0+1-q)}\\, t^{-q},
+        = m_0\\,\\frac{\\Gamma(L_0+1)\\,\\Gamma(t+1-q)}{\\Gamma(L_0+1-q)\\,\\Gamma(t+1)},
 
-    with the product starting at the prompt length :math:`L_0` (eq. (51) starts it at 1),
-    :math:`m_0 = S_0/L_0`. It is not the upper bound that Lemma 5.3 states.
-
-    Parameters
-    ----------
-    p : float or array-like
-        In ``(0, 1/2]``.
-    t : float or array-like
-        Sequence lengths ``>= prompt_length`` (broadcast against ``p``).
-    prompt_length : int
-        :math:`L_0`.
-    prompt_weak : int
-        Weak tokens in the prompt, :math:`S_0`, ``1 <= S_0 < L_0``.
-
-    Returns
-    -------
-    float or numpy.ndarray
+    with the product from the prompt length :math:`L_0` (``prompt_length``; eq. (51) starts
+    it at 1) and :math:`m_0 = S_0/L_0` (``prompt_weak`` :math:`S_0`). It is not the upper
+    bound that Lemma 5.3 states. ``p`` in ``(0, 1/2]`` and ``t >= L_0`` broadcast together.
     """
     from scipy.special import gammaln
 
@@ -362,24 +276,10 @@ def collapse_lower_bound(p: Any, t: Any, *, prompt_length: int = 2, prompt_weak:
 
 
 def random_chain(K: int, *, seed: int, scale: float = 1.0) -> torch.Tensor:
-    """The base chain of a randomly initialised attention layer, :math:`P^W` with ``E = I``.
+    """The base chain :math:`P^W` (``E = I``) of a random attention layer, ``(K, K)``.
 
-    ``W`` has i.i.d. :math:`\\mathcal N(0, \\text{scale}^2)` entries; ``P[i, j] =
-    softmax_j(W[j, i])`` (eq. (4)). Entries are positive.
-
-    Parameters
-    ----------
-    K : int
-        Vocabulary size.
-    seed : int
-        Random seed.
-    scale : float
-        Standard deviation of the logits.
-
-    Returns
-    -------
-    Tensor
-        ``(K, K)`` row-stochastic.
+    ``P[i, j] = softmax_j(W[j, i])`` (eq. (4)) with ``W`` i.i.d.
+    :math:`\\mathcal N(0, \\text{scale}^2)` drawn from ``seed``; every entry is positive.
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     scale = check_float("scale", scale, minimum=0.0)
@@ -390,19 +290,10 @@ def random_chain(K: int, *, seed: int, scale: float = 1.0) -> torch.Tensor:
 def zero_diagonal(P: Any) -> torch.Tensor:
     """``P`` with its diagonal set to zero and rows renormalised (Fig. 4, lower panels).
 
-    Renormalising does not change the CCMC: :math:`\\pi^X` is invariant to scaling a row.
-    No attention ``W`` produces a zero entry (Thm. 2.6 needs positive entries); the CCMC
-    itself is well defined as long as a key token with ``P[x_L, j] > 0`` exists.
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic whose off-diagonal part of every row is non-zero.
-
-    Returns
-    -------
-    Tensor
-        ``(K, K)``.
+    Renormalising does not change the CCMC: :math:`\\pi^X` is invariant to scaling a row. No
+    attention ``W`` produces a zero entry (Thm. 2.6 needs positive entries); the CCMC itself is
+    well defined while a key token with ``P[x_L, j] > 0`` exists, so every row needs mass off
+    the diagonal.
     """
     P = check_transition(P)
     Q = P.clone()
@@ -416,17 +307,8 @@ def zero_diagonal(P: Any) -> torch.Tensor:
 def running_frequencies(tokens: Any, K: int) -> torch.Tensor:
     """Frequencies :math:`m(X_t)` of every prefix ``X_t = tokens[..., :t]`` (eq. (2)).
 
-    Parameters
-    ----------
-    tokens : array-like
-        ``(T,)`` or ``(R, T)`` sequences (prompt included).
-    K : int
-        Vocabulary size.
-
-    Returns
-    -------
-    Tensor
-        ``(..., T, K)``: row ``t - 1`` holds :math:`m(X_t)`.
+    ``tokens``: ``(T,)`` or ``(R, T)`` over ``K`` tokens, prompt included. Returns
+    ``(..., T, K)``: row ``t - 1`` holds :math:`m(X_t)`.
     """
     from ..core.validation import check_tokens
 
@@ -437,18 +319,9 @@ def running_frequencies(tokens: Any, K: int) -> torch.Tensor:
 
 
 def self_reinforcing_tokens(P: Any) -> list[int]:
-    """Tokens ``w`` that are their own strict favourite successor: ``P[w, w] > P[w, j]``, ``j ≠ w``.
+    """Tokens ``w`` that are their own strict favourite: ``P[w, w] > P[w, j]`` for ``j ≠ w``.
 
     Conjecture (beyond the paper): exactly these tokens can win a single trajectory alone.
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic.
-
-    Returns
-    -------
-    list of int
     """
     P = check_transition(P)
     off = P.clone()
@@ -465,20 +338,11 @@ def _check_weights(name: str, m: Any, K: int) -> torch.Tensor:
 
 
 def stationary_of_reweighted(P: Any, m: Any) -> torch.Tensor:
-    """Stationary law :math:`\\mu(m)` of the re-weighted chain :math:`P^m` (eq. (1)) on ``supp(m)``.
+    """Stationary law :math:`\\mu(m)` of the re-weighted chain :math:`P^m` (eq. (1)), ``(K,)``.
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic.
-    m : array-like
-        ``(K,)`` non-negative weights; the chain lives on ``{j : m_j > 0}``.
-
-    Returns
-    -------
-    Tensor
-        ``(K,)`` probabilities, zero outside the support (the unique stationary law when
-        :math:`P^m` is irreducible there; otherwise the one from the eigenvector solver).
+    ``m``: ``(K,)`` non-negative weights; the chain lives on ``{j : m_j > 0}`` and the law is
+    zero outside it (unique when :math:`P^m` is irreducible there; otherwise the one the
+    least-squares solver returns).
     """
     P = check_transition(P)
     return _reweighted_stationary(P, _check_weights("m", m, P.shape[0]))
@@ -501,27 +365,12 @@ def _reweighted_stationary(P: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
 
 
 def fixed_point(P: Any, m0: Any, *, steps: int = 4000, dt: float = 0.05) -> torch.Tensor:
-    """Follow the mean-field ODE :math:`\\dot m = \\mu(m) - m` from ``m0`` (Euler steps).
+    """Follow the mean-field ODE :math:`\\dot m = \\mu(m) - m` from ``m0`` (``steps`` Euler steps).
 
-    Its stable fixed points are the conjectured limits of :math:`m(X_t)` (beyond the
-    paper); started at a trajectory's late frequencies restricted to its dominant tokens,
-    it returns the fixed point :math:`m^*` that trajectory approaches.
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)``.
-    m0 : array-like
-        ``(K,)`` start; tokens with ``m0 = 0`` stay at zero.
-    steps : int
-        Euler steps.
-    dt : float
-        Step size.
-
-    Returns
-    -------
-    Tensor
-        ``(K,)``.
+    Its stable fixed points are the conjectured limits of :math:`m(X_t)` (beyond the paper);
+    started at a trajectory's late frequencies restricted to its dominant tokens, it returns
+    the ``(K,)`` fixed point :math:`m^*` that trajectory approaches. Tokens with ``m0 = 0``
+    stay at zero.
     """
     steps = check_size("steps", steps, minimum=1)
     dt = check_float("dt", dt, minimum=0.0, maximum=1.0, open_lower=True)
@@ -538,31 +387,17 @@ def stable_fixed_points(
 ) -> list[tuple[tuple[int, ...], torch.Tensor, torch.Tensor]]:
     """Fixed points :math:`m^* = \\mu(m^*)` that no absent token can invade (beyond the paper).
 
-    For every support ``S`` (every non-empty subset of tokens) the mean-field ODE
-    :math:`\\dot m = \\mu(m) - m` (:func:`fixed_point`) is followed from the uniform point of
-    the face ``S``; a face is kept when the ODE converges there to a point with all of ``S``
-    present (``|mu(m) - m| < tol`` and ``m_i > tol`` on ``S``) and every token outside ``S``
-    has a positive decay exponent :math:`\\alpha_j` (:func:`predicted_decay_exponents`): the
-    conjectured long-run supports of a trajectory (Ildiz et al. 2024, Sec. 5, prove this
-    picture only for ``K = 2``). Cost: ``2^K - 1`` ODE runs, so meant for small ``K``.
+    For every support ``S`` the ODE of :func:`fixed_point` is followed (``steps`` Euler steps
+    of size ``dt``) from the uniform point of the face ``S``; a face is kept when it converges
+    to a point with all of ``S`` present (residual and masses against ``tol``) and every token
+    outside ``S`` has a positive decay exponent :math:`\\alpha_j`
+    (:func:`predicted_decay_exponents`): the conjectured long-run supports of a trajectory
+    (Ildiz et al. 2024, Sec. 5, prove the picture only for ``K = 2``). ``2^K - 1`` ODE runs,
+    so ``K <= 10``.
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic, ``K <= 10``.
-    steps : int
-        Euler steps per face.
-    dt : float
-        Euler step size.
-    tol : float
-        Convergence and presence tolerance.
-
-    Returns
-    -------
-    list of (tuple of int, Tensor, Tensor)
-        ``(S, m_star, alpha)`` per stable face, ``alpha`` the ``(K,)`` exponents of the
-        tokens outside ``S`` (``nan`` on ``S``); the slowest loser fades like
-        :math:`t^{-\\min_j \\alpha_j}`.
+    Returns ``(S, m_star, alpha)`` per stable face, ``alpha`` the ``(K,)`` exponents of the
+    tokens outside ``S`` (``nan`` on ``S``): the slowest loser fades like
+    :math:`t^{-\\min_j \\alpha_j}`.
     """
     P = check_transition(P)
     K = P.shape[0]
@@ -599,24 +434,11 @@ def stable_fixed_points(
 
 
 def near_stability_boundary(P: Any, delta: float) -> torch.Tensor:
-    """``P`` with every diagonal entry set just above its row's largest other entry.
+    """``P`` with every diagonal entry set just above its row's largest other entry, ``(K, K)``.
 
-    ``P[w, w] = (1 + delta) max_{j != w} P[w, j]`` for every ``w``, rows renormalised:
-    every vertex ``e_w`` is then a stable fixed point, but only barely — its slowest loser
-    decays like :math:`t^{-\\alpha}` with :math:`\\alpha = 1 - 1/(1+\\delta)`
-    (:func:`predicted_decay_exponents`; beyond the paper).
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic.
-    delta : float
-        Relative margin, ``> 0``.
-
-    Returns
-    -------
-    Tensor
-        ``(K, K)`` row-stochastic.
+    ``P[w, w] = (1 + delta) max_{j != w} P[w, j]``, rows renormalised: every vertex ``e_w`` is
+    then a stable fixed point, but only barely — its slowest loser decays like
+    :math:`t^{-\\alpha}`, :math:`\\alpha = 1 - 1/(1+\\delta)` (beyond the paper).
     """
     P = check_transition(P).clone()
     delta = check_float("delta", delta, minimum=0.0, open_lower=True)
@@ -638,32 +460,14 @@ def collapse_census(
 ) -> list[dict[str, Any]]:
     """Do trajectories of length ``length`` sit near a conjectured limit? (beyond the paper).
 
-    For each layer, :func:`stable_fixed_points` lists the conjectured limits; ``n_traj``
-    trajectories from the prompt ``[0, ..., K-1]`` (all layers of one ``K`` in one batched
-    program) are compared at the end with the nearest one in total variation.
-
-    Parameters
-    ----------
-    Ps : sequence of array-like
-        ``(K, K)`` base chains (``K`` may differ between layers, ``K <= 10``).
-    length : int
-        Generated tokens per trajectory.
-    n_traj : int
-        Trajectories per layer.
-    seed : int
-        Sampling seed.
-    tv : float
-        A trajectory counts as *near* a limit when its final frequencies are within this
-        total-variation distance of it.
-
-    Returns
-    -------
-    list of dict
-        Per layer: ``K``, ``limits`` (list of supports), ``single`` (number of single-token
-        limits), ``alpha_min`` (slowest conjectured loser exponent over all limits; ``nan``
-        if a limit has full support), ``near`` (fraction of trajectories within ``tv`` of a
-        limit), ``majority`` (fraction whose top token exceeds 1/2), ``final`` (``(n_traj,
-        K)`` final frequencies).
+    For each chain of ``Ps`` (``(K, K)``, ``K <= 10``, ``K`` may differ), the limits are
+    :func:`stable_fixed_points`; ``n_traj`` trajectories from the prompt ``[0, ..., K-1]``
+    (all chains of one ``K`` in one batched program) are compared at the end with the nearest
+    limit in total variation. Returns per chain a dict: ``K``, ``limits`` (supports),
+    ``single`` (single-token limits), ``alpha_min`` (slowest conjectured loser exponent;
+    ``nan`` if a limit has full support), ``near`` (share of trajectories within ``tv`` of a
+    limit), ``majority`` (share whose top token exceeds 1/2) and ``final`` (``(n_traj, K)``
+    final frequencies).
     """
     from .chain import sample_trajectories
 
@@ -736,29 +540,13 @@ def _stationary_batch(P: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
 def interior_rates(P: Any, m: Any, *, h: float = 1e-6) -> np.ndarray:
     """Eigenvalues of the mean-field ODE :math:`\\dot m = \\mu(m) - m` linearised *within* the face.
 
-    At a fixed point :math:`m^*` with support ``S`` the Jacobian of :math:`\\mu(m) - m`
-    restricted to the directions that keep ``sum(m) = 1`` and stay in ``S`` has eigenvalues
-    :math:`\\lambda`; since the ODE runs in the time :math:`\\log t`, a deviation from
-    :math:`m^*` along an eigenvector shrinks like :math:`t^{\\mathrm{Re}\\,\\lambda}`. The
-    slowest (largest real part) sets how fast a trajectory settles *inside* its support,
-    as :func:`predicted_decay_exponents` does for the tokens outside it (beyond the paper;
-    Ildiz et al. 2024 treat only ``K = 2``, where the face is a vertex). Central finite
-    differences of :func:`stationary_of_reweighted`.
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic.
-    m : array-like
-        ``(K,)`` fixed point (e.g. from :func:`stable_fixed_points`).
-    h : float
-        Finite-difference step.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(|S| - 1,)`` complex eigenvalues sorted by decreasing real part (empty for a
-        vertex).
+    At a fixed point :math:`m^*` (``m``) with support ``S``, the Jacobian restricted to the
+    directions that keep ``sum(m) = 1`` and stay in ``S``; since the ODE runs in the time
+    :math:`\\log t`, a deviation along an eigenvector shrinks like
+    :math:`t^{\\mathrm{Re}\\,\\lambda}`. The slowest sets how fast a trajectory settles
+    *inside* its support, as :func:`predicted_decay_exponents` does for the tokens outside it
+    (beyond the paper). Central differences of step ``h``; returns ``(|S| - 1,)`` complex
+    eigenvalues by decreasing real part (empty for a vertex).
     """
     P = check_transition(P)
     m = check_prob_vector("m", m)
@@ -787,36 +575,21 @@ def interior_rates(P: Any, m: Any, *, h: float = 1e-6) -> np.ndarray:
 
 
 def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Tensor:
-    """Conjectured decay exponents of rare tokens (beyond the paper).
+    """Conjectured decay exponents of rare tokens, ``(K,)`` (beyond the paper).
 
-    For a rare token ``j`` the chain spends its time on the other tokens, distributed as
-    the stationary law :math:`\\mu` of :math:`P^{m_{-j}}` (``m`` with ``j`` removed), and
-    draws ``j`` from state ``i`` with probability :math:`m_j P_{ij} / D_i`,
-    :math:`D_i = \\sum_k m_k P_{ik}`. So ``j``'s count grows like :math:`t^{\\lambda_j}` with
-    :math:`\\lambda_j = \\sum_i \\mu_i P_{ij} / D_i`, and its frequency decays like
-    :math:`t^{-\\alpha_j}`, :math:`\\alpha_j = 1 - \\lambda_j`.
+    For a rare token ``j`` the chain spends its time on the other tokens, distributed as the
+    stationary law :math:`\\mu` of :math:`P^{m_{-j}}` (``m`` without ``j``), and draws ``j``
+    from state ``i`` with probability :math:`m_j P_{ij} / D_i`, :math:`D_i = \\sum_k m_k
+    P_{ik}`. So ``j``'s count grows like :math:`t^{\\lambda_j}`, :math:`\\lambda_j = \\sum_i
+    \\mu_i P_{ij} / D_i`, and its frequency decays like :math:`t^{-\\alpha_j}`,
+    :math:`\\alpha_j = 1 - \\lambda_j`.
 
-    At a fixed point :math:`m^* = \\mu(m^*)` with support ``S`` (``losers`` default: the
-    tokens outside ``S``) this is :math:`\\lambda_j = \\sum_{i\\in S} m^*_i P_{ij} /
-    \\sum_{k\\in S} m^*_k P_{ik}`; for a single winner ``w``,
-    :math:`\\alpha_j = 1 - P_{wj}/P_{ww}` (for ``K = 2``, Lemma 5.3's ``q``). Evaluated at a
-    measured, not yet converged ``m`` it gives the *local* exponent. A negative
-    :math:`\\alpha_j` means ``j`` grows: the point is unstable.
-
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)``.
-    m : array-like or int
-        ``(K,)`` weights (a fixed point or current frequencies), or ``int`` ``w`` for the
-        vertex ``e_w``.
-    losers : list of int, optional
-        Tokens to predict for (default: those with ``m_j = 0``).
-
-    Returns
-    -------
-    Tensor
-        ``(K,)`` exponents ``alpha``; ``nan`` for tokens not in ``losers``.
+    At a fixed point :math:`m^*` with support ``S`` (``losers`` default: the tokens outside
+    ``S``) this is :math:`\\lambda_j = \\sum_{i\\in S} m^*_i P_{ij} / \\sum_{k\\in S} m^*_k
+    P_{ik}`; for a single winner ``w`` (pass ``m=w``), :math:`\\alpha_j = 1 - P_{wj}/P_{ww}`
+    (for ``K = 2``, Lemma 5.3's ``q``). At measured frequencies it gives the *local* exponent.
+    A negative :math:`\\alpha_j` means ``j`` grows: the point is unstable. ``nan`` for tokens
+    not in ``losers``.
     """
     P = check_transition(P)
     K = P.shape[0]
@@ -850,25 +623,12 @@ def predicted_decay_exponents(P: Any, m: Any, *, losers: Any = None) -> torch.Te
 
 
 def _fit_decay_exponents(times: Any, freqs: Any, *, t_min: float) -> torch.Tensor:
-    """Fitted slopes of :math:`\\mathbb E[\\log m(X_t)_j]` against :math:`\\log t`, ``t >= t_min``.
+    """Slopes ``(K,)`` of :math:`\\mathbb E[\\log m_j]` against :math:`\\log t` from ``t_min`` on.
 
-    Averaging ``log m_j`` over trajectories measures the *typical* decay exponent of each
-    token; averaging ``m_j`` itself (as in Lemma 5.3) weights the rare late collapses.
-
-    Parameters
-    ----------
-    times : array-like
-        ``(C,)`` sequence lengths at which the frequencies were recorded.
-    freqs : array-like
-        ``(R, C, K)`` frequencies (e.g. :attr:`ccmc_lite.ccmc.Trajectories.frequencies`).
-    t_min : float
-        Start of the fitting window.
-
-    Returns
-    -------
-    Tensor
-        ``(K,)`` slopes (``-alpha_j`` for a decaying token); ``-inf`` frequencies are not
-        possible because every prompt token keeps at least its initial count.
+    ``times``: ``(C,)`` recorded lengths; ``freqs``: ``(R, C, K)`` (e.g.
+    :attr:`ccmc_lite.ccmc.Trajectories.frequencies`, positive: every prompt token keeps its
+    count). Averaging ``log m_j`` measures the *typical* decay exponent; averaging ``m_j``
+    itself (as Lemma 5.3 does) weights the rare late collapses.
     """
     t = as_tensor("times", times, dtype=torch.float64, ndim=1)
     F = as_tensor("freqs", freqs, dtype=torch.float64, ndim=3)
@@ -896,26 +656,11 @@ def compare_decay_exponents(
 ) -> list[tuple[int, float, float, float]]:
     """Measured versus conjectured decay exponents of the losers (beyond the paper).
 
-    Parameters
-    ----------
-    freqs : array-like
-        ``(R, C, K)`` frequencies of trajectories that approach the same winners.
-    times : array-like
-        ``(C,)`` sequence lengths of the records.
-    P : array-like
-        ``(K, K)`` base chain.
-    m_fixed : array-like or int
-        The winners' fixed point :math:`m^*` (or ``w`` for a single winner).
-    t_min : float
-        Start of the fitting window.
-
-    Returns
-    -------
-    list of tuple
-        ``(j, measured, conjectured, local)`` per loser ``j``: the slope of
-        :math:`\\mathbb E\\log m_j` (a log-log fit), :math:`-\\alpha_j` at
-        the fixed point, and :math:`-\\alpha_j` at the typical (geometric-mean)
-        frequencies of the window (:func:`predicted_decay_exponents` with ``losers``).
+    ``freqs``: ``(R, C, K)`` frequencies, at lengths ``times`` ``(C,)``, of trajectories that
+    approach the winners' fixed point ``m_fixed`` (or ``w`` for a single winner) of the chain
+    ``P``. Returns ``(j, measured, conjectured, local)`` per loser ``j``: the log-log slope of
+    :math:`\\mathbb E\\log m_j` from ``t_min`` on, :math:`-\\alpha_j` at the fixed point, and
+    :math:`-\\alpha_j` at the typical (geometric-mean) frequencies of that window.
     """
     F = as_tensor("freqs", freqs, dtype=torch.float64, ndim=3)
     t = as_tensor("times", times, dtype=torch.float64, ndim=1)
@@ -936,20 +681,11 @@ def plot_frequency_curves(
     labels: Any = None,
     logx: bool = False,
 ) -> None:
-    """Plot token frequencies :math:`m(X_t)` against ``t`` (Fig. 4, middle panels).
+    """Plot token frequencies :math:`m(X_t)` against ``t`` on ``ax`` (Fig. 4, middle panels).
 
-    Parameters
-    ----------
-    ax : Axes
-        Target axes.
-    freqs : array-like
-        ``(T, K)`` from :func:`running_frequencies` (one trajectory).
-    start : int
-        Value of ``t`` of the first row.
-    labels : list, optional
-        Token labels (default ``0..K-1``).
-    logx : bool
-        Logarithmic time axis.
+    ``freqs``: ``(T, K)`` from :func:`running_frequencies` (one trajectory), its first row at
+    ``t = start``; ``labels`` name the tokens (default ``0..K-1``); ``logx`` for a log time
+    axis.
     """
     check_instance("ax", ax, Axes)
     from ..core.plotting import PALETTE
@@ -970,20 +706,10 @@ def plot_frequency_curves(
 def plot_snapshots(
     ax: Axes, tokens: Any, starts: Any, *, window: int = 10, K: int | None = None
 ) -> None:
-    """Show ``window``-token snapshots of one trajectory as coloured cells (Fig. 4, right).
+    """Show ``window``-token snapshots of one trajectory ``tokens`` ``(T,)`` as coloured cells.
 
-    Parameters
-    ----------
-    ax : Axes
-        Target axes.
-    tokens : array-like
-        ``(T,)`` one trajectory.
-    starts : array-like
-        Start indices of the windows (one row each).
-    window : int
-        Window length.
-    K : int, optional
-        Vocabulary size (default ``max(tokens) + 1``).
+    One row per entry of ``starts`` (Fig. 4, right panels); ``K`` colours (default: the
+    largest token + 1).
     """
     check_instance("ax", ax, Axes)
     from matplotlib.colors import ListedColormap
@@ -1015,25 +741,11 @@ def _parse_matrix(text: str) -> np.ndarray:
 
 
 def explorer_chain(K: int, mode: str, *, seed: int, custom: str = "") -> torch.Tensor:
-    """The base chain chosen in the explorer: ``"random"``, ``"zero-diagonal"`` or ``"custom"``.
+    """The base chain chosen in the explorer, ``(K, K)``.
 
-    Parameters
-    ----------
-    K : int
-        Vocabulary size (ignored for ``"custom"``, which defines its own ``K``).
-    mode : str
-        ``"random"`` (:func:`random_chain`), ``"zero-diagonal"`` (:func:`zero_diagonal` of
-        the same random chain) or ``"custom"``.
-    seed : int
-        Seed of the random chain.
-    custom : str
-        Rows separated by ``;`` and entries by ``,`` (e.g. ``"0.9,0.1; 0.5,0.5"``); rows
-        are renormalised to sum to one.
-
-    Returns
-    -------
-    Tensor
-        ``(K, K)`` row-stochastic.
+    ``mode``: ``"random"`` (:func:`random_chain` from ``seed``), ``"zero-diagonal"``
+    (:func:`zero_diagonal` of it) or ``"custom"`` (``custom`` holds the rows, e.g.
+    ``"0.9,0.1; 0.5,0.5"``, renormalised).
     """
     mode = check_choice("mode", mode, ("random", "zero-diagonal", "custom"))
     if mode == "custom":
@@ -1053,24 +765,10 @@ def explorer_chain(K: int, mode: str, *, seed: int, custom: str = "") -> torch.T
 
 
 def draw_collapse(P: Any, prompt: Any, length: int, *, seed: int, window: int = 10) -> Any:
-    """One trajectory of the CCMC: frequency curves and window snapshots (Fig. 4 layout).
+    """One trajectory of the CCMC ``P`` from ``prompt``: frequency curves and snapshots (Fig. 4).
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` base chain.
-    prompt : array-like
-        Initial prompt.
-    length : int
-        Number of generated tokens.
-    seed : int
-        Sampling seed.
-    window : int
-        Snapshot window length.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Returns the matplotlib figure: ``length`` generated tokens drawn from ``seed``, five
+    ``window``-token snapshots.
     """
     import matplotlib.pyplot as plt
 
@@ -1103,14 +801,7 @@ def draw_collapse(P: Any, prompt: Any, length: int, *, seed: int, window: int = 
 
 
 def collapse_explorer() -> Any:
-    """An ``ipywidgets`` explorer: choose ``K``, ``P``, prompt and length; see the collapse.
-
-    Returns
-    -------
-    object
-        The interactive widget (needs a live kernel; the chapter also draws the default
-        view statically with :func:`draw_collapse`).
-    """
+    """An ``ipywidgets`` explorer: choose ``K``, ``P``, prompt and length; see the collapse."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
     from IPython.display import display

@@ -175,19 +175,10 @@ def _derivatives(
 
 
 def _nll_of_logits(Theta: Any, data: PromptData) -> torch.Tensor:
-    """Weighted negative log-likelihood as a function of the logits Θ (eq. (8), Lemma C.8).
+    """Weighted negative log-likelihood ``(...)`` of the logits ``Θ[k, j] = e_jᵀ W e_k``.
 
-    Parameters
-    ----------
-    Theta : array-like
-        ``(..., K, K)`` logits, ``Θ[k, j] = e_jᵀ W e_k``.
-    data : PromptData
-        Data set (weights are normalised to sum to one in each run).
-
-    Returns
-    -------
-    Tensor
-        ``(...)`` loss per run.
+    ``Theta``: ``(..., K, K)`` (eq. (8), Lemma C.8); the weights of ``data`` are normalised to
+    sum to one in each run.
     """
     data = _check_data(data)
     Theta = as_tensor("Theta", Theta, dtype=torch.float64)
@@ -201,19 +192,8 @@ def _nll_of_logits(Theta: Any, data: PromptData) -> torch.Tensor:
 def nll(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     """The loss :math:`\\hat{\\mathcal L}(W)` of eq. (8) (eq. (5) with population weights).
 
-    Parameters
-    ----------
-    W : array-like
-        ``(..., d, d)`` attention weights.
-    E : array-like
-        ``(K, d)`` embeddings satisfying Assumption 2.3.
-    data : PromptData
-        Data set.
-
-    Returns
-    -------
-    Tensor
-        ``(...)`` mean negative log-likelihood per run (nats).
+    ``W``: ``(..., d, d)``; ``E``: ``(K, d)`` embeddings satisfying Assumption 2.3. Returns the
+    mean negative log-likelihood per run, in nats.
     """
     data, E = _check_problem(data, E)
     W = as_tensor("W", W, dtype=torch.float64)
@@ -227,21 +207,8 @@ def gradient(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     """Closed-form gradient :math:`\\nabla_W \\hat{\\mathcal L} = E^\\top A^\\top E` (eq. (8)).
 
     ``A[k, j] = Σ_i w_i [k_i = k] (π^{X_i}_j − [y_i = j])`` is the gradient in logit
-    coordinates; its rows sum to zero, so the gradient lies in :math:`\\mathcal S_E`.
-
-    Parameters
-    ----------
-    W : array-like
-        ``(..., d, d)``.
-    E : array-like
-        ``(K, d)``.
-    data : PromptData
-        Data set.
-
-    Returns
-    -------
-    Tensor
-        ``(..., d, d)``.
+    coordinates; its rows sum to zero, so the gradient, ``(..., d, d)``, lies in
+    :math:`\\mathcal S_E`.
     """
     nll(W, E, data)  # validates
     E = torch.as_tensor(E, dtype=torch.float64)
@@ -254,19 +221,8 @@ def hessian_logits(Theta: Any, data: PromptData) -> torch.Tensor:
     """Hessian of the loss in logit coordinates, as ``K`` diagonal blocks (Lemma C.8, eq. (28)).
 
     Block ``k`` is :math:`\\sum_i w_i [k_i=k](\\operatorname{diag}(\\pi_i) - \\pi_i\\pi_i^\\top)`
-    with :math:`\\pi_i = \\pi^{X_i}`: the log-sum-exp Hessian, positive semi-definite.
-
-    Parameters
-    ----------
-    Theta : array-like
-        ``(..., K, K)`` logits.
-    data : PromptData
-        Data set.
-
-    Returns
-    -------
-    Tensor
-        ``(..., K, K, K)``: ``H[..., k]`` is the ``K x K`` block of row ``k`` of Θ.
+    with :math:`\\pi_i = \\pi^{X_i}`: the log-sum-exp Hessian, positive semi-definite. Returns
+    ``(..., K, K, K)``: ``H[..., k]`` is the ``K x K`` block of row ``k`` of Θ.
     """
     _nll_of_logits(Theta, data)  # validates
     _, _, H = _derivatives(torch.as_tensor(Theta, dtype=torch.float64), data, hessian=True)
@@ -276,25 +232,11 @@ def hessian_logits(Theta: Any, data: PromptData) -> torch.Tensor:
 
 
 def _hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
-    """Full Hessian of :math:`\\hat{\\mathcal L}(W)` in ``W`` coordinates, ``(d², d²)``.
+    """Full Hessian ``(d², d²)`` of :math:`\\hat{\\mathcal L}(W)` in ``W`` (row-major ``vec``).
 
-    :math:`H_W = J^\\top H_\\Theta J` with :math:`J[(k,j),(a,b)] = E_{ja}E_{kb}` (the
-    Jacobian of ``W ↦ Θ``). On :math:`\\mathcal S_E` it is positive definite iff every
-    co-occurrence graph is connected (Lemma 3.7); it vanishes on :math:`\\mathcal S_E^\\perp`.
-
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)`` (unbatched).
-    E : array-like
-        ``(K, d)``.
-    data : PromptData
-        Data set with unbatched weights.
-
-    Returns
-    -------
-    Tensor
-        ``(d*d, d*d)`` symmetric, indexed by ``vec(W)`` in row-major order.
+    :math:`H_W = J^\\top H_\\Theta J` with :math:`J[(k,j),(a,b)] = E_{ja}E_{kb}` (the Jacobian
+    of ``W ↦ Θ``). On :math:`\\mathcal S_E` it is positive definite iff every co-occurrence
+    graph is connected (Lemma 3.7); it vanishes on :math:`\\mathcal S_E^\\perp`. Unbatched.
     """
     nll(W, E, data)
     E = torch.as_tensor(E, dtype=torch.float64)
@@ -315,27 +257,13 @@ def _hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
 
 
 def hessian_on_subspace(W: Any, E: Any, data: PromptData) -> torch.Tensor:
-    """The Hessian restricted to :math:`\\mathcal S_E`, in an orthonormal basis (Lemma 3.7).
+    """The Hessian restricted to :math:`\\mathcal S_E`, ``(K(K-1), K(K-1))`` (Lemma 3.7).
 
-    :math:`H_S = B H_W B^\\top` with ``B`` the ``(K(K-1), d²)`` orthonormal basis of
-    :func:`ccmc_lite.ccmc.subspace_basis`. It is positive definite iff every
-    co-occurrence graph is connected; otherwise its null space has dimension
-    :math:`\\sum_k (\\#\\text{components of } \\mathcal G^{(k)} - 1)` (one free scale per
-    extra component, Cor. 3.5).
-
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)``.
-    E : array-like
-        ``(K, d)``.
-    data : PromptData
-        Unbatched data (e.g. population weights).
-
-    Returns
-    -------
-    Tensor
-        ``(K(K-1), K(K-1))`` symmetric positive semi-definite.
+    :math:`H_S = B H_W B^\\top` with ``B`` the orthonormal basis of
+    :func:`ccmc_lite.ccmc.subspace_basis`. It is positive definite iff every co-occurrence
+    graph is connected; otherwise its null space has dimension :math:`\\sum_k
+    (\\#\\text{components of } \\mathcal G^{(k)} - 1)` (one free scale per extra component,
+    Cor. 3.5). Unbatched data (e.g. population weights).
     """
     H = _hessian_weights(W, E, data)
     B = subspace_basis(E).flatten(1)  # (K(K-1), d*d)
@@ -343,29 +271,18 @@ def hessian_on_subspace(W: Any, E: Any, data: PromptData) -> torch.Tensor:
 
 
 def asymptotic_error(W: Any, E: Any, population: PromptData) -> float:
-    """Rate constant :math:`\\lim_n n\\,\\mathbb E\\|\\hat W_n - W\\|_F^2` (beyond the paper).
+    """Rate constant :math:`\\operatorname{tr}(H_S^{-1})` of the MLE's error (beyond the paper).
 
-    It equals :math:`\\operatorname{tr}(H_S^{-1})`.
-
-    For a correctly specified model the MLE is asymptotically normal with covariance
-    :math:`H_S^{-1}/n`, :math:`H_S` the population Hessian on :math:`\\mathcal S_E`
-    (:func:`hessian_on_subspace`, equal to the Fisher information per sample). This is the
-    constant hidden in Cor. 4.3's :math:`\\lesssim K^2\\log(n)/n`.
-
-    Parameters
-    ----------
-    W : array-like
-        ``(d, d)`` ground truth in :math:`\\mathcal S_E`.
-    E : array-like
-        ``(K, d)``.
-    population : PromptData
-        Population data of the ground truth (:func:`ccmc_lite.ccmc.population_data`).
-
-    Returns
-    -------
-    float
-        :math:`\\operatorname{tr}(H_S^{-1})`; raises ``ValueError`` when :math:`H_S` is
-        singular (some co-occurrence graph disconnected: no finite constant).
+    For a correctly specified model :math:`\\sqrt n(\\hat W_n - W)` tends in distribution to
+    a normal law with covariance :math:`H_S^{-1}`, :math:`H_S` the population Hessian on
+    :math:`\\mathcal S_E` (:func:`hessian_on_subspace`, the Fisher information per sample),
+    so the limiting law of :math:`n\\|\\hat W_n - W\\|_F^2` has mean
+    :math:`\\operatorname{tr}(H_S^{-1})`: the constant hidden in Cor. 4.3's
+    :math:`\\lesssim K^2\\log(n)/n`. (At finite ``n`` the MLE fails to exist with positive
+    probability, so the expectation itself is infinite.) ``W``: the ``(d, d)``
+    ground truth in :math:`\\mathcal S_E`; ``population``: its
+    :func:`ccmc_lite.ccmc.population_data`. Raises ``ValueError`` when :math:`H_S` is
+    singular (a co-occurrence graph is disconnected).
     """
     check_instance("population", population, PromptData)
     H = hessian_on_subspace(W, E, population)
@@ -379,23 +296,11 @@ def asymptotic_error(W: Any, E: Any, population: PromptData) -> float:
 
 
 def gd_step_size(data: PromptData, E: Any) -> float:
-    """A safe gradient-descent step ``1 / L`` for :math:`\\hat{\\mathcal L}(W)`.
+    """A safe gradient-descent step ``1 / L`` for :math:`\\hat{\\mathcal L}(W)`, for every run.
 
     Böhning's bound :math:`\\operatorname{diag}(\\pi)-\\pi\\pi^\\top \\preceq \\tfrac12 I` gives
     :math:`L \\le \\tfrac12 \\max_k w(\\Omega_k)\\,\\sigma_{\\max}(E)^4`, with :math:`w(\\Omega_k)`
     the share of the data whose query is ``k``.
-
-    Parameters
-    ----------
-    data : PromptData
-        Data set.
-    E : array-like
-        ``(K, d)``.
-
-    Returns
-    -------
-    float
-        ``1 / L`` (the largest over runs is not taken: the bound holds for every run).
     """
     data, E = _check_problem(data, E)
     w = data.weights / data.weights.sum(-1, keepdim=True)
@@ -425,30 +330,19 @@ def _edges(
 
 
 def mle_exists(data: PromptData) -> torch.Tensor:
-    """Whether the maximum-likelihood problem (7) has a minimiser in :math:`\\mathcal S_E`.
+    """Whether problem (7) has a minimiser in :math:`\\mathcal S_E`, per run (``data.batch_shape``).
 
-    The loss of eq. (7) is a conditional-logit (Luce choice) likelihood per query token:
-    for query ``k``, a row with keys ``X`` and next token ``y`` "prefers" ``y`` to every
-    other key ``i`` of ``X``. The loss is bounded below by 0 but its infimum is *attained*
-    iff no direction :math:`v` (not constant on a co-occurrence component, Def. 3.3)
-    satisfies :math:`v_y \\ge v_i` for every such preference; otherwise the weights run off
-    to infinity along :math:`v` while the loss keeps decreasing (e.g. a token ``j`` that
-    never follows query ``k`` although it is present: :math:`\\hat P_{kj} \\to 0`). This is
-    Ford's (1957) condition for Bradley–Terry/Luce models: for every query ``k``, the
-    directed graph with edges ``i → y`` must be strongly connected on each connected
-    component of :math:`\\mathcal G^{(k)}`. Population data (every possible next token has
-    positive weight) always satisfies it; finite samples need not (beyond the paper:
-    Ildiz et al. 2024, eq. (7) and Thm. 4.2, take the empirical minimiser as given).
-
-    Parameters
-    ----------
-    data : PromptData
-        Data set (rows with zero weight are ignored; leading run axes allowed).
-
-    Returns
-    -------
-    Tensor
-        ``data.batch_shape`` bool.
+    The loss of eq. (7) is a conditional-logit (Luce choice) likelihood per query token: for
+    query ``k``, a row with keys ``X`` and next token ``y`` "prefers" ``y`` to every other key
+    ``i`` of ``X``. Its infimum is *attained* iff no direction :math:`v` (not constant on a
+    co-occurrence component, Def. 3.3) satisfies :math:`v_y \\ge v_i` for every such
+    preference; otherwise the weights run off to infinity along :math:`v` while the loss keeps
+    decreasing (e.g. a present token ``j`` that never follows query ``k``: :math:`\\hat P_{kj}
+    \\to 0`). This is Ford's (1957) condition for Bradley–Terry/Luce models: for every query,
+    the directed graph of edges ``i → y`` must be strongly connected on each component of
+    :math:`\\mathcal G^{(k)}`. Population data always satisfy it; finite samples need not
+    (beyond the paper: eq. (7) and Thm. 4.2 take the empirical minimiser as given). Rows of
+    zero weight are ignored.
     """
     data = _check_data(data)
     K = data.K
@@ -565,30 +459,13 @@ def fit_gd(
     tol: float = 0.0,
     W0: Any = None,
 ) -> FitResult:
-    """Gradient descent :math:`W_{t+1}=W_t-\\eta\\nabla\\hat{\\mathcal L}(W_t)` from ``W_0 = 0``.
+    """Gradient descent :math:`W_{t+1}=W_t-\\eta\\nabla\\hat{\\mathcal L}(W_t)` from ``W0``.
 
     Ildiz et al. 2024, Cor. 3.8: if every co-occurrence graph is connected, the iterates
-    converge to the unique minimiser in :math:`\\mathcal S_E` (``W^GT`` for population
-    data). All runs of a batched data set descend together.
-
-    Parameters
-    ----------
-    data : PromptData
-        Data set (leading run axes allowed).
-    E : array-like
-        ``(K, d)`` embeddings satisfying Assumption 2.3.
-    steps : int
-        Maximum number of iterations.
-    lr : float, optional
-        Step size; default :func:`gd_step_size` (``1/L``).
-    tol : float
-        A run stops once its gradient norm is below ``tol``.
-    W0 : array-like, optional
-        Start (default zeros, as in Cor. 3.8).
-
-    Returns
-    -------
-    FitResult
+    converge to the unique minimiser in :math:`\\mathcal S_E` (``W^GT`` for population data).
+    All runs of a batched data set descend together, at most ``steps`` iterations of step
+    ``lr`` (default :func:`gd_step_size`); a run stops once its gradient norm is below ``tol``.
+    Returns a :class:`FitResult`.
     """
     data, E = _check_problem(data, E)
     steps = check_size("steps", steps)
@@ -636,29 +513,12 @@ def fit_newton(
 ) -> FitResult:
     """Damped Newton for the convex problem (5)/(7) over :math:`\\mathcal S_E`, from ``W = 0``.
 
-    Works in logit coordinates Θ, where the Hessian is block diagonal
-    (:func:`hessian_logits`); each block is inverted with a pseudo-inverse (its null space
-    is the row shift, plus one direction per extra connected component when a
-    co-occurrence graph is disconnected). Backtracking (Armijo) line search per run.
-
-    Parameters
-    ----------
-    data : PromptData
-        Data set (leading run axes allowed: all runs are solved together).
-    E : array-like
-        ``(K, d)`` embeddings satisfying Assumption 2.3.
-    tol : float
-        Stop a run when :math:`\\|\\nabla_W\\hat{\\mathcal L}\\|_F < \\mathrm{tol}`.
-    max_iter : int
-        Maximum Newton iterations.
-    armijo : float
-        Sufficient-decrease constant of the line search.
-
-    Returns
-    -------
-    FitResult
-        ``W`` is mapped back to :math:`\\mathcal S_E`
-        (:func:`ccmc_lite.ccmc.weights_from_logits`).
+    Works in logit coordinates Θ, where the Hessian is block diagonal (:func:`hessian_logits`);
+    each block is inverted with a pseudo-inverse (its null space is the row shift, plus one
+    direction per extra component of a disconnected co-occurrence graph). Armijo backtracking
+    (constant ``armijo``) per run; all runs are solved together; a run stops when
+    :math:`\\|\\nabla_W\\hat{\\mathcal L}\\|_F < \\mathrm{tol}` or after ``max_iter`` iterations.
+    Returns a :class:`FitResult` whose ``W`` is mapped back to :math:`\\mathcal S_E`.
     """
     data, E = _check_problem(data, E)
     tol = check_float("tol", tol, minimum=0.0, open_lower=True)
@@ -737,24 +597,7 @@ class AttentionMLE(nn.Module):
         y: torch.Tensor,
         weights: torch.Tensor,
     ) -> torch.Tensor:
-        """Loss (8) of one run's data (the fields of :class:`ccmc_lite.ccmc.PromptData`).
-
-        Parameters
-        ----------
-        counts : Tensor
-            ``(N, K)`` key-token counts.
-        query : Tensor
-            ``(N,)`` query tokens.
-        y : Tensor
-            ``(N,)`` next tokens.
-        weights : Tensor
-            ``(N,)`` weights.
-
-        Returns
-        -------
-        Tensor
-            Scalar loss.
-        """
+        """Loss (8) of one run's rows: ``counts`` ``(N, K)``, ``query``, ``y``, ``weights``."""
         return _nll_logits(_logits(self.W, self.E), counts, query, y, weights)
 
 
@@ -769,29 +612,11 @@ def gd_with_trainer(
 ) -> TrainResult:
     """Cor. 3.8's gradient descent run through :func:`ccmc_lite.core.train_runs`.
 
-    Full-batch SGD without momentum on :class:`AttentionMLE`, one run per leading run of
-    ``data`` (``R = 1`` for unbatched data). It uses autograd instead of the closed-form
-    gradient of :func:`fit_gd`, so the two are an independent check of each other.
-
-    Parameters
-    ----------
-    data : PromptData
-        Data with at most one leading run axis.
-    E : array-like
-        ``(K, d)``.
-    steps : int
-        Number of GD steps.
-    lr : float
-        Step size.
-    seed : int
-        Base seed of :func:`ccmc_lite.core.train_runs` (``W = 0`` does not depend on it).
-    progress : bool
-        Print progress lines.
-
-    Returns
-    -------
-    TrainResult
-        ``params["W"]`` is ``(R, d, d)``; ``loss`` and ``grad_norm`` are ``(R, steps)``.
+    Full-batch SGD without momentum (``steps`` steps of size ``lr``) on :class:`AttentionMLE`,
+    one run per leading run of ``data`` (at most one run axis). It uses autograd instead of the
+    closed-form gradient of :func:`fit_gd`, so the two check each other. Returns the
+    :class:`~ccmc_lite.core.TrainResult`: ``params["W"]`` is ``(R, d, d)``, ``loss`` and
+    ``grad_norm`` ``(R, steps)``; ``W = 0`` at the start whatever ``seed``.
     """
     data, E = _check_problem(data, E)
     seed = check_seed(seed)
