@@ -72,17 +72,7 @@ def check_kernel(P: Any, name: str = "P", *, positive: bool = False) -> torch.Te
 def binary_kernel(p: float, q: float) -> torch.Tensor:
     """The binary kernel ``P(p, q) = [[1-p, p], [q, 1-q]]`` (Makkuva et al. 2024, Sec. 2.2).
 
-    Parameters
-    ----------
-    p : float
-        Switching probability ``P(x_{n+1}=1 | x_n=0)``, in ``(0, 1)``.
-    q : float
-        Switching probability ``P(x_{n+1}=0 | x_n=1)``, in ``(0, 1)``.
-
-    Returns
-    -------
-    Tensor
-        Shape ``(2, 2)``, float64, rows sum to one.
+    ``p = P(x_{n+1}=1 | x_n=0)`` and ``q = P(x_{n+1}=0 | x_n=1)``, both in ``(0, 1)``.
     """
     p = check_probability("p", p)
     q = check_probability("q", q)
@@ -92,21 +82,9 @@ def binary_kernel(p: float, q: float) -> torch.Tensor:
 def symmetric_kernel(K: int, p: float) -> torch.Tensor:
     """The symmetric ``K``-state kernel of Makkuva et al. (2024, *framework*, Sec. 4.3).
 
-    The chain stays in its state with probability ``1 - p`` and otherwise moves to one of
-    the other ``K - 1`` states uniformly at random: ``P = (1-p) I + p/(K-1) (J - I)``.
-    For ``K = 2`` this is ``P(p, p)``.
-
-    Parameters
-    ----------
-    K : int
-        Number of states, at least 2.
-    p : float
-        Total switching probability, in ``(0, 1)``.
-
-    Returns
-    -------
-    Tensor
-        Shape ``(K, K)``, float64.
+    The chain stays with probability ``1 - p`` (``p`` in ``(0, 1)``) and otherwise moves to one
+    of the other ``K - 1`` states uniformly: ``P = (1-p) I + p/(K-1) (J - I)``; ``K = 2`` gives
+    ``P(p, p)``.
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     p = check_probability("p", p)
@@ -116,18 +94,11 @@ def symmetric_kernel(K: int, p: float) -> torch.Tensor:
 
 
 def random_kernel(K: int, seed: int, *, alpha: float = 1.0) -> torch.Tensor:
-    """A random kernel with i.i.d. Dirichlet(``alpha``) rows (strictly positive entries).
+    """A ``(K, K)`` kernel with i.i.d. Dirichlet(``alpha``) rows (strictly positive) from ``seed``.
 
-    Parameters
-    ----------
-    K : int
-        Number of states, at least 2.
-    seed : int
-        Random seed; the same seed gives the same kernel.
-    alpha : float
-        Dirichlet concentration, at least ``1e-3``; small values give peaked rows. (Below it
-        the rows are one-hot up to the 1e-12 clipping anyway, and numpy's Dirichlet sampler
-        of numpy < 2 never returns for concentrations near 1e-20.)
+    Small ``alpha`` gives peaked rows; it must be at least ``1e-3`` (below, the rows are one-hot
+    up to the 1e-12 clipping anyway, and numpy < 2's Dirichlet sampler never returns for
+    concentrations near 1e-20).
     """
     from ..core.seeding import numpy_rng
     from ..core.validation import check_float
@@ -222,35 +193,13 @@ def sample_chains(
 ) -> torch.Tensor:
     """Sample ``n`` sequences of length ``T`` from ``(init, P)``, for many kernels at once.
 
-    Parameters
-    ----------
-    P : array-like
-        A kernel ``(K, K)``, or one kernel per run ``(R, K, K)``.
-    n : int
-        Sequences per kernel.
-    T : int
-        Sequence length (``>= 1``).
-    seed : int, optional
-        Seed of a fresh CPU generator: the same seed gives the same sequences.
-    generator : torch.Generator, optional
-        Source of randomness instead of ``seed`` (same generator state, same sequences), e.g.
-        one generator advanced over many calls, or one on a CUDA device. Without either,
-        torch's global generator is used.
-    init : str or array-like
-        ``"stationary"`` (default; Makkuva et al. 2024 start the chain at ``pi``),
-        ``"uniform"`` or a probability vector.
-
-    Returns
-    -------
-    Tensor
-        ``long`` tokens of shape ``(n, T)`` for one kernel, ``(R, n, T)`` for ``R`` kernels.
-
-    Notes
-    -----
-    All uniforms are drawn at once; ``u_t`` defines the map ``F_t(k)`` = inverse CDF of row
-    ``k`` at ``u_t`` (shape ``(T-1, R, n, K)``), and ``x_{t+1} = F_t(x_t)`` is one
-    ``gather`` per time step over all runs and sequences. (A parallel prefix scan of the
-    maps needs ``O(T log T)`` work and measured slower on a CPU.)
+    ``P``: one kernel ``(K, K)`` (returns ``(n, T)`` tokens) or one per run ``(R, K, K)``
+    (``(R, n, T)``). Randomness from a fresh CPU generator seeded ``seed``, or ``generator``
+    (e.g. one advanced over many calls), else torch's global generator. ``init``:
+    ``"stationary"`` (default; Makkuva et al. 2024 start at ``π``), ``"uniform"`` or a
+    probability vector. All uniforms are drawn at once; ``u_t`` defines the map ``F_t(k)`` =
+    inverse CDF of row ``k`` at ``u_t``, and ``x_{t+1} = F_t(x_t)`` is one ``gather`` per
+    time step over all runs and sequences.
     """
     P, n, T, generator = _check_sampling_args(P, n, T, seed, generator)
     if generator is not None:

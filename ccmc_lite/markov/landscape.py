@@ -101,16 +101,10 @@ def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransforme
     ``W_O = W_2 = 0``, ``b = log(p/(1-p))``. For ``p + q > 1`` eq. (10): ``e = a = 1``,
     ``p_n = -1/2``, ``W_O = 0``, ``W_1 = w_* 1 1^T``, ``W_2 = -W_1^T``,
     ``b = log(p/(1-p)) + d/2`` with ``w_*^2 = 2 (1 - log((1-p)(1-q)/(pq)) / d) / (d r)``
-    (the paper's formula has ``r = d``; ``r`` is the FF width). Parameters the
-    construction leaves free keep their values. Without tying ``a`` is set equal to ``e``
-    (the extension ``(θ_*, a_*)`` of App. B.3). Extra blocks (depth > 1) are set to the
-    identity (``W_O = W_2 = 0``).
-
-    Raises
-    ------
-    ValueError
-        If the model is not binary (``K = 2``) or uses layer norm (the constructions are for
-        the model of Sec. 3, without layer norm), or ``p, q`` are outside ``(0, 1)``.
+    (the paper's formula has ``r = d``; ``r`` is the FF width). Parameters the construction
+    leaves free keep their values; without tying ``a = e`` (App. B.3's ``(θ_*, a_*)``); extra
+    blocks (depth > 1) are the identity. Binary models without layer norm only (the model of
+    Sec. 3), ``p, q`` in ``(0, 1)``.
     """
     model = _check_model(model)
     p = check_probability("p", p)
@@ -221,29 +215,14 @@ def _choose_method(model: MarkovTransformer, method: str, varied: Sequence[str],
 def population_loss(
     model: MarkovTransformer, P: Any, *, method: str = "auto", max_sequences: int = 2**16
 ) -> torch.Tensor:
-    """The exact population loss ``L(θ)`` of eq. (1) on the stationary chain ``(π, P)``.
+    """The exact population loss ``L(θ)`` of eq. (1) on the stationary chain ``(π, P)``, a scalar.
 
-    Uses the conditional form of Lemma 1's proof: every prefix ``x_1^n`` is scored against
-    the true next-token law ``P[x_n]``, and prefixes are weighted by their probability.
-
-    Parameters
-    ----------
-    model : MarkovTransformer
-        Evaluated on sequences of its full length ``N``.
-    P : array-like
-        The kernel ``(K, K)``.
-    method : str
-        ``"current"``: the model's attention is off (``W_O = 0`` in every block), so the
-        output at ``n`` depends on ``(x_n, n)`` only and ``K`` constant sequences give the
-        exact loss (cheap for any ``N``). ``"enumerate"``: sum over all ``K^N`` sequences.
-        ``"auto"`` (default) picks ``"current"`` when it is valid.
-    max_sequences : int
-        Refuse to enumerate more sequences than this.
-
-    Returns
-    -------
-    Tensor
-        A differentiable scalar in the model's dtype.
+    Lemma 1's conditional form: every prefix ``x_1^n`` (of the model's length ``N``) is scored
+    against the true next-token law ``P[x_n]`` and weighted by its probability.
+    ``method="current"``: with the attention off (``W_O = 0`` in every block) the output at
+    ``n`` depends on ``(x_n, n)`` only, so ``K`` constant sequences give the exact loss at any
+    ``N``; ``"enumerate"`` sums over all ``K^N`` sequences (at most ``max_sequences``);
+    ``"auto"`` picks ``"current"`` where valid. Differentiable, in the model's dtype.
     """
     model = _check_model(model)
     dtype = next(model.parameters()).dtype
@@ -277,17 +256,11 @@ def population_hessian(
     method: str = "auto",
     max_sequences: int = 2**12,
 ) -> tuple[torch.Tensor, list[tuple]]:
-    """Autograd Hessian of the exact population loss w.r.t. the named parameters (float64).
+    """Autograd Hessian of the exact population loss in the named parameters (float64).
 
-    Parameters are flattened in the order of ``names`` (default: all, in registration
-    order); the layout is returned with the matrix. Uses
-    :func:`torch.autograd.functional.hessian` on a float64 copy of ``model``.
-
-    Returns
-    -------
-    tuple
-        ``(H, layout)``: ``H`` of shape ``(D, D)`` and the flat layout of the parameters,
-        ``(name, shape, offset)`` per parameter.
+    Returns ``(H, layout)``: ``H`` ``(D, D)`` over the parameters flattened in the order of
+    ``names`` (default: all, in registration order), and the layout ``(name, shape, offset)``
+    per parameter. :func:`torch.autograd.functional.hessian` on a float64 copy of ``model``.
     """
     model = copy.deepcopy(_check_model(model)).to(torch.float64)
     P = _kernel_for(model, P).to(torch.float64)
@@ -322,20 +295,10 @@ def _pos_moments(pos: Any) -> tuple[torch.Tensor, torch.Tensor]:
 def binary_unigram_hessian(p: float, q: float, pos: Any, *, tied: bool = True) -> torch.Tensor:
     """Closed-form Hessian at ``θ_π`` w.r.t. ``α`` (Makkuva et al. 2024, eq. (12); Thm. 3).
 
-    Tied, ``α = (b, e)`` (``a = e``):
-    ``H_α = π0 π1 [[1, uᵀ], [u, V]]``, ``u = Σ p_n / N``,
-    ``V = Σ p_n p_nᵀ / N + 2 (p + q - 1) I``.
-    Untied, ``α = (b, a, e)`` (proof of Thm. 3):
+    Tied, ``α = (b, e)`` (``a = e``): ``H_α = π0 π1 [[1, uᵀ], [u, V]]``, ``u = Σ p_n / N``,
+    ``V = Σ p_n p_nᵀ / N + 2 (p + q - 1) I``. Untied, ``α = (b, a, e)`` (proof of Thm. 3):
     ``H_α = π0 π1 [[1, uᵀ, 0], [u, Σ p_n p_nᵀ / N, (p+q-1) I], [0, (p+q-1) I, 0]]``.
-
-    Parameters
-    ----------
-    p, q : float
-        Switching probabilities in ``(0, 1)``.
-    pos : array-like
-        Positional embeddings ``p_n``, shape ``(N, d)``.
-    tied : bool
-        Weight tying.
+    ``pos``: the positional embeddings ``p_n``, ``(N, d)``; ``p, q`` in ``(0, 1)``.
     """
     p = check_probability("p", p)
     q = check_probability("q", q)
@@ -371,36 +334,22 @@ def layer_norm_unigram_hessian(
     bias: Any = None,
     eps: float = 1e-5,
 ) -> torch.Tensor:
-    """Hessian at ``θ_π`` w.r.t. ``α`` for the binary model **with** layer norm.
+    """Hessian at ``θ_π`` w.r.t. ``α`` for the binary model **with** a final layer norm.
 
-    Makkuva et al. (2024) leave the layer norm out of the theory (Sec. 2.1: "its influence
-    is marginal") although their runs use it (Table 1). At ``θ_π`` (eq. (11)) the blocks
-    are switched off, so ``z_n = x_n e + p_n`` and the logit is ``⟨a, LN(z_n)⟩ + b`` with
-    the final layer norm ``LN`` (gain ``weight``, shift ``bias``). The point is still
-    critical and ``β`` is still flat (every ``β`` derivative carries ``a = 0``); the
-    ``α`` block of eq. (12) becomes, with ``ℓ_n = LN(p_n)``, ``J_n = ∂LN/∂z (p_n)``,
-    ``u = Σ ℓ_n / N``, ``V0 = Σ ℓ_n ℓ_nᵀ / N``, ``J = Σ J_n / N`` and ``s = p + q - 1``:
+    Makkuva et al. (2024) leave the layer norm out of the theory (Sec. 2.1: "its influence is
+    marginal") although their runs use it (Table 1). At ``θ_π`` (eq. (11)) the blocks are off,
+    so ``z_n = x_n e + p_n`` and the logit is ``⟨a, LN(z_n)⟩ + b`` with gain ``weight`` and
+    shift ``bias`` (``(d,)``, default ones and zeros) and the layer norm's ``eps``. The point
+    is still critical and ``β`` still flat (every ``β`` derivative carries ``a = 0``); with
+    ``ℓ_n = LN(p_n)``, ``J_n = ∂LN/∂z (p_n)``, ``u = Σ ℓ_n / N``, ``V0 = Σ ℓ_n ℓ_nᵀ / N``,
+    ``J = Σ J_n / N`` and ``s = p + q - 1`` the ``α`` block of eq. (12) becomes
 
     * tied, ``α = (b, e)``: ``π0 π1 [[1, uᵀ], [u, V0 + s (J + Jᵀ)]]``;
     * untied, ``α = (b, a, e)``: ``π0 π1 [[1, uᵀ, 0], [u, V0, s J], [0, s Jᵀ, 0]]``.
 
-    Without layer norm ``ℓ_n = p_n`` and ``J = I``, which is eq. (12) and
-    :func:`binary_unigram_hessian`. ``J_n`` scales like ``1 / std(p_n)``: at small
-    positional embeddings the switching term is much larger than without layer norm.
-
-    Parameters
-    ----------
-    p, q : float
-        Switching probabilities in ``(0, 1)``.
-    pos : array-like
-        Positional embeddings ``p_n``, shape ``(N, d)``.
-    tied : bool
-        Weight tying.
-    weight, bias : array-like, optional
-        Gain and shift of the final layer norm, shape ``(d,)`` (default ones and zeros,
-        their initial values).
-    eps : float
-        The layer norm's ``eps`` (PyTorch default ``1e-5``).
+    Without layer norm ``ℓ_n = p_n`` and ``J = I``: eq. (12), :func:`binary_unigram_hessian`.
+    ``J_n`` scales like ``1 / std(p_n)``, so at small positional embeddings the switching term
+    is much larger than without layer norm.
     """
     p = check_probability("p", p)
     q = check_probability("q", q)
@@ -445,11 +394,11 @@ def unigram_hessian(
 ) -> torch.Tensor:
     """Closed-form Hessian at the ``K``-state unigram point w.r.t. ``α`` (``K > 2`` model).
 
-    With ``Σ_π = diag(π) - π πᵀ`` (the Hessian of the log-softmax loss at ``π``),
-    ``C = diag(π) P - π πᵀ`` (:func:`ccmc_lite.markov.lag_one_covariance`), its symmetric
-    part ``C_s``, ``u = Σ p_n / N`` and ``V_0 = Σ p_n p_nᵀ / N``, the Hessian of the exact
-    loss at ``E = A = 0``, ``b = log π``, ``W_O = W_2 = 0`` is, in the coordinates
-    ``α = (b, vec E)`` (tied; ``E`` flattened row by row)::
+    With ``Σ_π = diag(π) - π πᵀ`` (the log-softmax Hessian at ``π``), ``C = diag(π) P - π πᵀ``
+    (:func:`ccmc_lite.markov.lag_one_covariance`), its symmetric part ``C_s``,
+    ``u = Σ p_n / N`` and ``V_0 = Σ p_n p_nᵀ / N``, the Hessian of the exact loss at
+    ``E = A = 0``, ``b = log π``, ``W_O = W_2 = 0`` is, in ``α = (b, vec E)`` (tied; ``E``
+    row by row)::
 
         [[Σ_π,          Σ_π ⊗ uᵀ              ],
          [Σ_π ⊗ u,      Σ_π ⊗ V_0 - 2 C_s ⊗ I_d]]
@@ -460,25 +409,11 @@ def unigram_hessian(
          [Σ_π ⊗ u,   Σ_π ⊗ V_0,   -Cᵀ ⊗ I_d],
          [0,         -C ⊗ I_d,    0        ]]
 
-    For ``K = 2`` these reduce to eq. (12) and the Thm. 3 block of Makkuva et al. (2024)
-    (Part II, chapter "Beyond two states", derives them).
-
-    Parameters
-    ----------
-    P : array-like
-        The kernel ``(K, K)``.
-    pos : array-like
-        ``(N, d)``: the positional embeddings ``p_n`` or, with a non-zero FF layer, the
-        activations ``q_n`` that position ``n`` produces at ``E = 0`` (see
-        :func:`unigram_inputs`).
-    tied : bool
-        Weight tying.
-    ff_jacobian : array-like, optional
-        ``M̄ = (1/N) Σ_n ∂z_n/∂y_n`` (``d x d``), the mean Jacobian of the blocks at
-        ``E = 0``; ``I`` (default) when ``W_2 = 0``. It replaces ``I_d`` in the bilinear
-        term: ``-(Cᵀ ⊗ M̄ + C ⊗ M̄ᵀ)`` (tied) and ``-Cᵀ ⊗ M̄`` (untied), i.e. the tied
-        switching term becomes ``-2 C_s ⊗ S + 2 C_a ⊗ Ā`` with ``S``/``Ā`` the symmetric /
-        antisymmetric parts of ``M̄`` and ``C_a = (C - Cᵀ)/2``.
+    For ``K = 2`` these are eq. (12) and the Thm. 3 block of Makkuva et al. (2024) (derived
+    in Part II, "Beyond two states"). ``pos`` ``(N, d)``: the ``p_n``, or with a non-zero FF
+    layer the activations ``q_n`` at ``E = 0`` (:func:`unigram_inputs`). ``ff_jacobian``:
+    ``M̄ = (1/N) Σ_n ∂z_n/∂y_n`` (``d x d``; ``I`` when ``W_2 = 0``) replaces ``I_d`` in the
+    bilinear term: ``-(Cᵀ ⊗ M̄ + C ⊗ M̄ᵀ)`` (tied) and ``-Cᵀ ⊗ M̄`` (untied).
     """
     P = check_kernel(P)
     if P.ndim != 2:
@@ -602,23 +537,10 @@ def loss_plane(
     *,
     method: str = "auto",
 ) -> torch.Tensor:
-    """Exact population loss on the plane ``θ + s D_1 + t D_2`` through the model's parameters.
+    """Exact population loss ``(len(s), len(t))`` on the plane ``θ + s D_1 + t D_2`` (float64).
 
-    Parameters
-    ----------
-    model : MarkovTransformer
-        The centre ``θ`` (e.g. :func:`theta_pi`).
-    P : array-like
-        The kernel.
-    directions : list
-        Two dicts ``{parameter name: tensor of that parameter's shape}`` (missing names: 0).
-    s, t : array-like
-        1-D grids of the two coordinates.
-
-    Returns
-    -------
-    Tensor
-        Losses of shape ``(len(s), len(t))``, float64.
+    ``θ`` is ``model`` (e.g. :func:`theta_pi`); ``directions``: two dicts ``{parameter name:
+    tensor of its shape}`` (missing names: 0); ``s, t``: 1-D grids.
     """
     model = copy.deepcopy(_check_model(model)).to(torch.float64)
     P = _kernel_for(model, P).to(torch.float64)
@@ -751,21 +673,14 @@ def fit_appendix_d(model: MarkovTransformer) -> dict[str, float]:
 def symbolic_unigram_hessian(K: int, d: int = 2, N: int = 2, *, tied: bool = True) -> tuple:
     """Derive in SymPy the Hessian of the exact loss at the ``K``-state unigram point.
 
-    Everything is symbolic: the kernel entries ``P_ij`` (rows sum to one), the marginal
-    ``π`` (entries sum to one), the ``N`` positional embeddings in ``R^d``. At ``θ_π``
-    (``W_O = W_2 = 0``) the logits of context ``x_n = i`` are the polynomial
-    ``A (e_i + p_n) + b`` with ``A = E`` when tied, and the loss is
-    ``-(1/N) Σ_n Σ_i π_i Σ_j P_ij log softmax_j``. The Hessian is assembled by the chain
-    rule, ``Σ π_i (Jᵀ ∇²ℓ J + Σ_j ∂ℓ/∂z_j ∇² z_j) / N``, with the derivatives of the
-    log-softmax loss ``ℓ`` taken by SymPy at ``z = log π``.
-
-    Returns
-    -------
-    tuple
-        ``(derived, formula, symbols)``: two SymPy matrices in the coordinates
-        ``(b, vec A, vec E)`` (untied) or ``(b, vec E)`` (tied), rows of ``E`` first, and a
-        dict of the symbols used. The formula is :func:`unigram_hessian` written
-        symbolically.
+    Everything is symbolic: the kernel entries ``P_ij`` (rows sum to one), ``π`` (sums to one),
+    the ``N`` positional embeddings in ``R^d``. At ``θ_π`` (``W_O = W_2 = 0``) the logits of
+    context ``x_n = i`` are ``A (e_i + p_n) + b`` (``A = E`` when tied) and the loss is
+    ``-(1/N) Σ_n Σ_i π_i Σ_j P_ij log softmax_j``; the Hessian follows by the chain rule,
+    ``Σ π_i (Jᵀ ∇²ℓ J + Σ_j ∂ℓ/∂z_j ∇² z_j) / N``, with ``ℓ``'s derivatives at ``z = log π``.
+    Returns ``(derived, formula, symbols)``: two SymPy matrices in ``(b, vec A, vec E)``
+    (untied) or ``(b, vec E)`` (tied), and the symbols; ``formula`` is
+    :func:`unigram_hessian` written symbolically.
     """
     import sympy as sp
     from sympy.physics.quantum import TensorProduct

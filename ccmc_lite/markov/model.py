@@ -387,17 +387,10 @@ def build_model(**options: Any) -> MarkovTransformer:
 
 
 def next_token_loss(model: Callable[..., torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of eq. (1) of Makkuva et al. (2024) on sequences ``x`` of ``N + 1`` tokens.
+    """Cross-entropy of eq. (1) of Makkuva et al. (2024) on sequences ``x`` ``(B, N + 1)``.
 
-    The model reads ``x_1..x_N`` and is scored on ``x_2..x_{N+1}``. ``model`` is a
-    :class:`MarkovTransformer` or the functional stand-in passed by ``train_runs``.
-
-    Parameters
-    ----------
-    model : callable
-        Maps tokens ``(B, N)`` to log-probabilities ``(B, N, K)``.
-    x : Tensor
-        Tokens of shape ``(B, N + 1)``.
+    ``model`` (a :class:`MarkovTransformer`, or the functional stand-in ``train_runs`` passes)
+    reads ``x_1..x_N`` and returns log-probabilities ``(B, N, K)``, scored on ``x_2..x_{N+1}``.
     """
     check_callable("model", model)
     if isinstance(model, MarkovTransformer):

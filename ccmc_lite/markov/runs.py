@@ -164,34 +164,17 @@ def train_markov(
 ) -> MarkovRuns:
     """Train one model per kernel (``R`` runs) on sequences from its own Markov chain.
 
-    Parameters
-    ----------
-    kernels : array-like
-        ``(R, K, K)``: run ``r`` sees sequences of ``N + 1`` tokens from ``(pi_r, P_r)``,
-        started at the stationary law (Makkuva et al. 2024, Sec. 3). Repeat a kernel to get
-        several seeds of one setting.
-    model_options : dict
-        Options of :class:`~ccmc_lite.markov.MarkovTransformer`; ``K`` must
-        match the kernels.
-    config : TrainConfig
-        The optimiser (:func:`markov_config` gives the paper's) and the call's bookkeeping:
-        ``label``, ``lr_scale`` (one factor per kernel, e.g. the learning-rate comparison of
-        Sec. 4 of Makkuva et al. as one program), ``device``, ``first_run`` (the index of
-        the first kernel's run in a larger sweep), ``stop_after`` and ``progress``.
-    seed : int
-        Base seed: run ``r`` is initialised with ``derive_seed(seed, r, 0)``.
-    batch_size : int
-        Sequences per run and step.
-    start_from : MarkovTransformer, optional
-        Start every run from a copy of this model's parameters instead of a random
-        initialisation (e.g. from the unigram point ``θ_π`` of Makkuva et al. 2024,
-        eq. (11), to see whether training leaves it); its options must equal
-        ``model_options``. The runs then differ only in their data.
-
-    Raises
-    ------
-    FloatingPointError
-        If a loss becomes NaN/inf; the message names the step, the runs and the setting.
+    ``kernels`` ``(R, K, K)``: run ``r`` sees ``batch_size`` sequences of ``N + 1`` tokens per
+    step from ``(π_r, P_r)``, started at the stationary law (Makkuva et al. 2024, Sec. 3);
+    repeat a kernel for several seeds of one setting. ``model_options``: those of
+    :class:`~ccmc_lite.markov.MarkovTransformer` (``K`` matching the kernels). ``config``: the
+    optimiser (:func:`markov_config` gives the paper's) and the call's bookkeeping (``label``,
+    ``lr_scale`` — one factor per kernel, e.g. Sec. 4's learning-rate comparison as one program
+    —, ``device``, ``first_run``, ``stop_after``, ``progress``). Run ``r`` is initialised from
+    ``derive_seed(seed, r, 0)``, or every run from a copy of ``start_from`` (e.g. the unigram
+    point ``θ_π`` of eq. (11), to see whether training leaves it; its options must equal
+    ``model_options``). A loss that becomes NaN/inf raises
+    :class:`~ccmc_lite.core.DivergenceError` naming the step, the runs and the setting.
     """
     P = check_kernel(kernels, "kernels")
     if P.ndim != 3:
@@ -239,25 +222,15 @@ def train_markov(
 
 
 def threshold_bracket(ps: Any, gaps: Any, *, level: float = 0.5) -> tuple[float, float]:
-    """Bracket a switching threshold from where training runs end.
+    """Bracket a switching threshold ``(p_lo, p_hi)`` from where training runs end.
 
-    For the symmetric ``K``-state chain the tied unigram point turns from saddle into bad
-    local minimum at ``p* = (K - 1) / K`` (the ``K``-state version of Makkuva et al. 2024,
-    Thm. 2, proved in the book). Given the final :func:`unigram_gap` of several seeds at
-    each switching probability, this returns ``(p_lo, p_hi)``: ``p_lo`` the largest ``p``
-    below ``p_hi`` at which **every** run left the unigram (gap ``< level``), ``p_hi`` the
-    smallest ``p`` from which on every run, at it and at all larger ``p``, is stuck (gap
-    ``> level``). Probabilities with mixed outcomes stay inside the bracket. A side that
-    does not exist is ``nan``.
-
-    Parameters
-    ----------
-    ps : array-like
-        Switching probabilities, shape ``(M,)``, distinct.
-    gaps : array-like
-        Final gaps, shape ``(M, seeds)``.
-    level : float
-        Gap separating "left the unigram" from "stuck" (default 0.5, half-way).
+    For the symmetric ``K``-state chain the tied unigram point turns from saddle into bad local
+    minimum at ``p* = (K - 1) / K`` (the ``K``-state version of Makkuva et al. 2024, Thm. 2,
+    proved in the book). From the final :func:`unigram_gap` of several seeds (``gaps``,
+    ``(M, seeds)``) at each of the distinct switching probabilities ``ps`` ``(M,)``: ``p_lo``
+    is the largest ``p`` below ``p_hi`` at which every run left the unigram (gap ``< level``),
+    ``p_hi`` the smallest ``p`` from which on every run is stuck (gap ``> level``). Mixed
+    outcomes stay inside the bracket; a side that does not exist is ``nan``.
     """
     if isinstance(ps, (list, tuple)):
         ps = torch.tensor(ps, dtype=torch.float64)  # keep the given decimals exactly
@@ -285,21 +258,12 @@ def threshold_bracket(ps: Any, gaps: Any, *, level: float = 0.5) -> tuple[float,
 
 
 def unigram_gap(loss: Any, kernels: Any, *, undefined: float | None = None) -> torch.Tensor:
-    """Where a loss sits between the bigram and the unigram: ``(L - H_rate) / I(x_n; x_{n+1})``.
+    """Where a loss sits between bigram and unigram: ``(L - H_rate) / I(x_n; x_{n+1})``.
 
-    0 means the entropy rate (global minimum, Thm. 1), 1 the unigram loss ``H(pi)``
-    (Thm. 2). ``loss`` has shape ``(R, ...)`` and ``kernels`` ``(R, K, K)``.
-
-    Parameters
-    ----------
-    loss : array-like
-        Losses, leading axis = run.
-    kernels : array-like
-        ``(R, K, K)``.
-    undefined : float, optional
-        Value returned for runs whose chain has ``I(x_n; x_{n+1}) = 0`` (``x_n`` and
-        ``x_{n+1}`` independent, e.g. ``p + q = 1``), where the gap is 0/0. By default
-        such runs raise ``ValueError``.
+    0 is the entropy rate (global minimum, Thm. 1), 1 the unigram loss ``H(π)`` (Thm. 2).
+    ``loss``: ``(R, ...)``; ``kernels``: ``(R, K, K)``. Runs whose chain has ``I = 0``
+    (independent ``x_n``, ``x_{n+1}``, e.g. ``p + q = 1``), where the gap is 0/0, get
+    ``undefined``; by default they raise ``ValueError``.
     """
     P = check_kernel(kernels, "kernels")
     L = as_tensor("loss", loss, ndim=(0, 1, 2))

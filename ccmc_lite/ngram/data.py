@@ -386,27 +386,12 @@ def sample_sequences(
     seed: int | None = None,
     n: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sample one sequence of length ``T`` from each n-gram model in ``P`` (vectorised).
+    """One sequence of length ``T >= n`` from each n-gram model in ``P`` (vectorised).
 
-    Parameters
-    ----------
-    P : Tensor
-        ``(B, S, ..., S)``: a single leading batch axis, then ``n`` axes of size ``S``
-        (one transition table per sequence; ``P[None]`` for a single table).
-    T : int
-        Sequence length, ``T >= n``.
-    start : str
-        ``"uniform"`` or ``"stationary"``.
-    n : int, optional
-        The order. Read from the shape (``P.ndim - 1``) when not given; required when
-        ``B == S``, where the shape alone is ambiguous.
-
-    Returns
-    -------
-    tokens : Tensor
-        ``(B, T)`` long.
-    next_probs : Tensor
-        ``(B, T, S)``, the true law of the next token after each position.
+    ``P``: ``(B, S, ..., S)``, one transition table per sequence (``P[None]`` for one table);
+    the order ``n`` is read from the shape unless given (required when ``B == S``, where the
+    shape is ambiguous). Returns the tokens ``(B, T)`` and the true law of the next token after
+    each position ``(B, T, S)``.
     """
     P, n = _check_chains(P, n)
     S = int(P.shape[-1])
@@ -499,22 +484,14 @@ def _urn_block(
 ) -> torch.Tensor:
     """The Pólya-urn loop of :func:`sample_urn` for one block of sequences.
 
-    ``u``: ``(n, T)`` uniforms; ``a``: ``(n,)`` concentrations, or one float for all;
-    ``q``: ``(n,)`` query positions or ``None`` (``T - 1``); ``tokens``: ``(n, T)`` with the
-    first ``m`` filled, the others filled in place. Returns the ``(n, S)`` transition
-    counts of the history at each sequence's query position.
-
-    The counts live in an ``(S, n * S^m)`` table, one column per (sequence, history): a
-    step gathers the ``n`` current histories' entries from each of the ``S`` rows (``index_select``)
-    and every reduction over the ``S`` symbols runs across rows of ``n``, where it is
-    vectorised: 1.5-1.8x the throughput of a table with one row per history, whose
-    reductions ran over rows of ``S`` entries (best of 5 draws of 4096 to 102400 sequences
-    each, when the layout changed). The history code is carried from step to step (dropping
-    the oldest token by subtraction instead of an int64 remainder), and the uniforms of
-    one step are one contiguous row. The arithmetic is that of drawing ``x_{t+1}`` with
-    ``P(s) = (N_h(s) + α) / (N_h + Sα)``: ``x_{t+1}`` is the number of ``s < S - 1`` whose
-    cumulative weight is below ``u (N_h + Sα)`` (``u < 1``, so the last one never is), so
-    the tokens depend neither on the block nor on the layout.
+    ``u``: ``(n, T)`` uniforms; ``a``: ``(n,)`` concentrations, or one float for all; ``q``:
+    ``(n,)`` query positions or ``None`` (``T - 1``); ``tokens``: ``(n, T)`` with the first
+    ``m`` filled, the others filled in place. Returns the ``(n, S)`` transition counts of the
+    history at each sequence's query position. The counts live in an ``(S, n * S^m)`` table,
+    one column per (sequence, history), so that every reduction over the ``S`` symbols runs
+    across rows of ``n`` entries (vectorised); the history code is carried from step to step.
+    ``x_{t+1}`` is the number of ``s < S - 1`` whose cumulative weight ``N_h(s) + α`` is below
+    ``u (N_h + Sα)``, so the tokens do not depend on the block or the layout.
     """
     n, T = u.shape
     H = S**m
@@ -556,40 +533,22 @@ def sample_urn(
     T: int | None = None,
     query_pos: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fast exact sampler for training: tokens and the true law of the next token.
+    """Fast exact sampler for training: tokens ``(*shape, T)`` and the next token's true law.
 
-    Drawing a whole transition tensor costs ``S^n`` gamma variates per sequence, most of
-    which a training step never looks at. For the ``"uniform"`` start the rows are
+    Drawing a whole transition tensor costs ``S^n`` gamma variates per sequence, most of which
+    a training step never looks at. For the ``"uniform"`` start (required) the rows are
     independent Dirichlet(α) vectors and the start does not depend on them, so
 
-    1. the sequence can be drawn with ``P`` integrated out: each history's row is a Pólya
-       urn, ``P(x_{t+1} = s | x^t) = (N_h(s) + α) / (N_h + Sα)`` (Dirichlet–multinomial);
-    2. given the sequence, the row of the queried history has the posterior law
-       Dirichlet(α + counts), from which the target row is drawn.
+    1. the sequence is drawn with ``P`` integrated out: each history's row is a Pólya urn,
+       ``P(x_{t+1} = s | x^t) = (N_h(s) + α) / (N_h + Sα)`` (Dirichlet–multinomial);
+    2. given the sequence, the queried history's row has the posterior Dirichlet(α + counts),
+       from which the target row ``(*shape, S)`` is drawn.
 
-    The pair (tokens, target row) then has exactly the law of the forward sampler
-    (:func:`sample_batch`), at ``S`` gamma variates per sequence instead of ``S^n``.
-
-    Parameters
-    ----------
-    task : NGramTask
-        Must have ``start="uniform"``.
-    shape : tuple of int
-        Leading shape of the output, e.g. ``(R, B)`` for ``R`` runs of batch ``B``.
-    alpha : Tensor, optional
-        Concentration per sequence, broadcastable to ``shape`` (α-sweeps).
-    T : int, optional
-        Sequence length (default ``task.T``).
-    query_pos : Tensor, optional
-        Position (0-based, broadcastable to ``shape``) whose next token is the target;
-        default ``T-1``. T-sweeps sample ``T_max`` tokens and query each run at ``T_r-1``.
-
-    Returns
-    -------
-    tokens : Tensor
-        ``(*shape, T)`` long.
-    target : Tensor
-        ``(*shape, S)`` float32: the true law of the token after ``query_pos``.
+    The pair has exactly the law of the forward sampler (:func:`sample_batch`), at ``S`` gamma
+    variates per sequence instead of ``S^n``. ``shape``: e.g. ``(R, B)`` for ``R`` runs of
+    batch ``B``; ``alpha``: a concentration per sequence (α-sweeps); ``T``: default
+    ``task.T``; ``query_pos``: the position (0-based) whose next token is the target, default
+    ``T - 1`` (T-sweeps sample ``T_max`` tokens and query run ``r`` at ``T_r - 1``).
     """
     if not isinstance(task, NGramTask):
         raise TypeError(f"task must be an NGramTask; got {type(task).__name__}")
@@ -694,23 +653,11 @@ def suffix_conditional(
 def dirichlet_mean_entropy(S: int, alpha: float) -> float:
     """Mean entropy of a symmetric Dirichlet row, ``E[H(p)] = ψ(Sα+1) − ψ(α+1)`` nats.
 
-    A predictor that knew the true row ``P(·|h)`` exactly would still pay its entropy, so
-    this is the information-theoretic floor of the in-context loss when the row is a fresh
-    Dirichlet(α·1_S) draw (Varre et al. 2025, Sec. 5; derived in Part III, Chapter 1 from
-    ``E[H] = -S E[p_1 log p_1]`` with ``p_1 ~ Beta(α, (S-1)α)``). For integer ``α = 1`` it is
-    ``H_S - 1`` (harmonic numbers), e.g. ``5/6`` for ``S = 3``.
-
-    Parameters
-    ----------
-    S : int
-        Vocabulary size (``>= 2``).
-    alpha : float
-        Concentration of the prior (``> 0``).
-
-    Returns
-    -------
-    float
-        The mean entropy in nats, in ``(0, log S)``.
+    A predictor that knew the true row ``P(·|h)`` would still pay its entropy, so this is the
+    floor of the in-context loss when the row is a fresh Dirichlet(α·1_S) draw (Varre et al.
+    2025, Sec. 5; derived in Part III, Chapter 1 from ``E[H] = -S E[p_1 log p_1]``,
+    ``p_1 ~ Beta(α, (S-1)α)``). For ``α = 1`` it is ``H_S - 1`` (harmonic numbers), e.g.
+    ``5/6`` for ``S = 3``; always in ``(0, log S)``.
     """
     S = _check_S(S)
     alpha = _check_alpha(alpha)

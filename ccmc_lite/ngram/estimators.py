@@ -100,24 +100,12 @@ def _subset_counts(
 ) -> torch.Tensor:
     """Counts of the tokens that followed earlier matches of an ``N``-history (App. F.2).
 
-    For the prediction of ``x_{t+1}``, a key position ``l <= t`` matches when
-    ``x_{l-h} = x_{t+1-h}`` for every ``h`` in ``offsets`` (``N``); keys whose history
-    leaves the sequence are skipped, as in the sum ``l = k..T`` of Def. 2.1. Returns
-    ``counts[..., s] = #{matching l : x_l = s}``: ``(*batch, S)`` for ``positions="last"``,
-    ``(*batch, T, S)`` for ``"all"``.
-
-    Parameters
-    ----------
-    tokens : Tensor
-        ``(*batch, T)`` integer tokens in ``[0, S)``.
-    S : int
-        Vocabulary size.
-    offsets : list of int
-        The set ``N`` of positive offsets; ``()`` gives the unigram counts.
-    positions : str
-        ``"last"`` or ``"all"``.
-    chunk : int
-        Sequences processed at once for ``"all"`` (bounds the ``(chunk, T, T)`` buffer).
+    For the prediction of ``x_{t+1}``, a key position ``l <= t`` matches when ``x_{l-h} =
+    x_{t+1-h}`` for every ``h`` in ``offsets`` (``N``; ``()`` gives unigram counts); keys whose
+    history leaves the sequence are skipped, as in the sum ``l = k..T`` of Def. 2.1. Returns
+    ``counts[..., s] = #{matching l : x_l = s}`` for ``tokens`` ``(*batch, T)``: ``(*batch,
+    S)`` for ``positions="last"``, ``(*batch, T, S)`` for ``"all"`` (``chunk`` sequences at
+    a time bound the ``(chunk, T, T)`` buffer).
     """
     S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     offs = _check_offsets(offsets)
@@ -198,23 +186,10 @@ def kgram_estimator(
 ) -> torch.Tensor:
     """The k-gram estimator of Def. 2.1 (Varre et al. 2025), optionally add-``β`` smoothed.
 
-    Parameters
-    ----------
-    tokens : Tensor
-        ``(*batch, T)`` tokens in ``[0, S)``.
-    S : int
-        Vocabulary size (``>= 2``).
-    k : int
-        Order, ``k >= 1`` (``k = 1`` is the in-context unigram, ``k = 2`` the bigram).
-    smoothing : float
-        ``β >= 0`` added to every count. ``0`` is the MLE of Def. 2.1.
-    positions : str
-        ``"last"`` (predict ``x_{T+1}``) or ``"all"`` (predict after every position).
-
-    Returns
-    -------
-    Tensor
-        ``(*batch, S)`` or ``(*batch, T, S)`` probabilities (float64).
+    ``tokens``: ``(*batch, T)``; ``k >= 1`` (1: the in-context unigram, 2: the bigram);
+    ``smoothing``: ``β >= 0`` added to every count (0: the MLE of Def. 2.1). Returns float64
+    probabilities ``(*batch, S)`` for ``positions="last"`` (predicting ``x_{T+1}``) or
+    ``(*batch, T, S)`` for ``"all"``.
     """
     k = check_size("k", k, minimum=1)
     return subset_estimator(

@@ -99,21 +99,13 @@ def head_timing(
     *,
     threshold: float = 0.3,
 ) -> list[HeadTiming]:
-    """Read each run's head formation from its offset weights at the checkpoints.
+    """Read each run's head formation (a :class:`HeadTiming`) from its offset weights.
 
-    Parameters
-    ----------
-    cells : sequence of tuple
-        One pair ``(T, alpha)`` per run.
-    checkpoint_steps : array-like
-        The ``C`` checkpoint steps, increasing.
-    offset_weight : array-like
-        ``(R, C, H, n_offsets)`` with ``n_offsets >= 2``: the weight each first-layer head
-        puts on the token 1, 2, ... places back at each checkpoint, as returned by
-        :func:`~ccmc_lite.ngram.offset_attention` (stored sweeps keep it as
-        ``offset_weight``).
-    threshold : float
-        A head has formed once its weight exceeds this (default 0.3).
+    ``cells``: one ``(T, alpha)`` per run; ``offset_weight``: ``(R, C, H, n_offsets)``,
+    ``n_offsets >= 2``, the weight each first-layer head puts on the token 1, 2, ... places
+    back at each of the increasing ``checkpoint_steps`` (as
+    :func:`~ccmc_lite.ngram.offset_attention` returns and stored sweeps keep it); a head has
+    formed once its weight exceeds ``threshold``.
     """
     w = as_tensor("offset_weight", offset_weight, ndim=4).numpy()  # (R, C, H, n_offsets)
     steps = as_tensor("checkpoint_steps", checkpoint_steps, ndim=1).numpy()

@@ -112,29 +112,13 @@ def detect_plateaus(
     rel_threshold: float = 1.2,
     min_length: int = 500,
 ) -> list[Plateau]:
-    """Find the plateaus of one run from its per-step gradient norm and loss.
+    """Plateaus of one run, in order of time, from its per-step gradient norm and loss ``(steps,)``.
 
-    Parameters
-    ----------
-    grad_norm, loss : array-like
-        Per-step histories of one run, shape ``(steps,)``.
-    window : int
-        Length of the trailing moving average applied to both histories.
-    threshold : float, optional
-        Absolute threshold on the smoothed gradient norm. Default: ``rel_threshold``
-        times the *smallest* smoothed gradient norm of the run (ignoring the first
-        ``window`` steps): a plateau is a stretch as quiet as the quietest part of training.
-        Mini-batch gradient norms are dominated by sampling noise, so a relative rule adapts
-        to the batch size.
-    rel_threshold : float
-        See ``threshold``.
-    min_length : int
-        Shortest stretch (in steps) that counts as a plateau.
-
-    Returns
-    -------
-    list of Plateau
-        In order of time.
+    Both are smoothed by a trailing moving average of ``window`` steps. A plateau is a stretch
+    of at least ``min_length`` steps whose smoothed gradient norm stays below ``threshold``
+    (default: ``rel_threshold`` times the run's smallest smoothed norm after the first
+    ``window`` steps — as quiet as the quietest part of training; mini-batch gradient norms
+    are dominated by sampling noise, so a relative rule adapts to the batch size).
     """
     g = _moving_average("grad_norm", grad_norm, window)
     lo = _moving_average("loss", loss, window)
@@ -344,50 +328,27 @@ def detect_stages(
 ) -> list[Stage]:
     """Flat stretches of one loss history, one per stage (Varre et al. 2025, Sec. 5, Fig. 1).
 
-    1. **Local flatness.** A point is flat when the smoothed loss varies by less than the
-       tolerance over the centred window of ``span`` points around it; the window's points
-       then belong to the flat stretch too. The tolerance is ``tol``, raised to three times
-       the loss's noise level when the loss is noisier (the noise is estimated robustly from
-       the median absolute deviation of successive differences), so that evaluation noise
-       alone does not break a plateau.
-    2. **Levels, not slow descents.** A local window cannot see a slow descent (0.07 nats
-       over 64 points is 0.004 per window of five). So each flat stretch whose least-squares
-       drop from start to end reaches ``min_separation`` is split where two constant levels
-       fit it best, recursively; pieces shorter than ``min_points`` are dropped;
-       consecutive pieces whose levels differ by less than ``min_separation`` are merged
-       (one stage interrupted by noise); a merged stage whose own drop still reaches
-       ``min_separation`` is a descent and is dropped; and end points farther than half the
-       tolerance from a stage's median are trimmed (where a window reached into a drop).
+    1. **Local flatness.** A point is flat when the smoothed loss (trailing average of
+       ``window`` points) varies by less than the tolerance over the centred window of
+       ``span`` points around it; the window's points then belong to the stretch too. The
+       tolerance is ``tol``, raised to three times the loss's noise level when the loss is
+       noisier (estimated from the median absolute deviation of successive differences), so
+       that evaluation noise alone does not break a plateau.
+    2. **Levels, not slow descents.** A local window cannot see a slow descent (0.07 nats over
+       64 points is 0.004 per window of five). So each flat stretch whose least-squares drop
+       reaches ``min_separation`` is split where two constant levels fit it best,
+       recursively; pieces shorter than ``min_points`` are dropped; consecutive pieces whose
+       levels differ by less than ``min_separation`` are merged (one stage interrupted by
+       noise); a merged stage whose own drop still reaches ``min_separation`` is a descent and
+       is dropped; and end points farther than half the tolerance from a stage's median are
+       trimmed (where a window reached into a drop).
 
-    Limits: inside the record a level must last at least ``span`` points to be seen
-    (pass a smaller ``span`` for short stages; at either end of the record the window is
-    clipped); levels closer than ``min_separation`` are one stage; a level that runs
-    straight into a slow descent may be absorbed by it and lost; stage boundaries are
-    known to about half a window.
-
-    Parameters
-    ----------
-    loss : array-like
-        ``(n,)`` loss history of one run (e.g. the test loss at the evaluation steps).
-    steps : array-like, optional
-        ``(n,)`` increasing step numbers of the entries (default ``0..n-1``).
-    window : int
-        Trailing moving average applied first (``1``: none).
-    span : int
-        Number of points (odd is natural) in the local flatness window, ``>= 2``.
-    tol : float
-        Largest loss variation (nats) over the window at a flat point (before the noise
-        adjustment of step 1).
-    min_points : int
-        Fewest consecutive points that make a stage.
-    min_separation : float
-        Smallest gap (nats) between the levels of two consecutive stages, and the largest
-        drop (nats) across one stage.
-
-    Returns
-    -------
-    list of Stage
-        In order of time, unlabelled.
+    Limits: inside the record a level must last at least ``span`` points to be seen (pass a
+    smaller ``span`` for short stages; at the ends of the record the window is clipped);
+    levels closer than ``min_separation`` are one stage; a level that runs straight into a
+    slow descent may be absorbed by it; stage boundaries are known to about half a window.
+    ``loss``: ``(n,)`` (e.g. the test loss at the evaluation steps), at the increasing
+    ``steps`` (default ``0..n-1``). Returns unlabelled :class:`Stage` records in order of time.
     """
     y = _moving_average("loss", loss, window)
     n = y.size
