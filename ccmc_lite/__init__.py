@@ -3,8 +3,10 @@
 The tree reads as the book does::
 
     ccmc_lite/
-      core/     shared machinery: validation, seeding, devices, profiles, chains,
-                training, progress, plotting, checking, glue
+      core/     the foundation: validation, seeding, devices, profiles, chains,
+                the training loop
+      teaching/ plotting, exercise checking, numbers glued into the prose
+      stored/   runs at the papers' settings and chapter snapshots, shipped as data
       ccmc/     Part I   — self-attention is a context-conditioned Markov chain
       markov/   Part II  — the single-layer Markov landscape
       ngram/    Part III — in-context n-grams and sub-n-gram plateaus
@@ -18,8 +20,8 @@ A chapter imports a part by name and calls into it, so every name shows where it
     P = markov.binary_kernel(0.5, 0.8)
 
 The names every chapter needs (seeding, profiles, training, glue) are importable from the
-top level; :mod:`ccmc_lite.core.plotting` is :mod:`ccmc_lite.core.plotting`. Parts never import
-each other; ``core`` imports no part; ``lens`` may import every part.
+top level, and ``ccmc_lite.plotting`` is :mod:`ccmc_lite.teaching.plotting`. Parts never
+import each other; ``core`` imports nothing else; ``lens`` may import every part.
 """
 
 from __future__ import annotations
@@ -27,9 +29,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .core import plotting
+from .teaching import plotting
 from .core.devices import default_device, resolve_device
-from .core.gluing import glue
+from .teaching.gluing import glue
 from .core.profiles import PROFILE_ENV, by_profile, current_profile, profile_banner
 from .core.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
 from .core.batched import TrainResult
@@ -38,7 +40,7 @@ from .core.training import train_runs
 
 __version__ = "0.2.0"
 
-PARTS = ("core", "ccmc", "markov", "ngram", "lens")
+PARTS = ("core", "teaching", "stored", "ccmc", "markov", "ngram", "lens")
 
 __all__ = [
     "PROFILE_ENV",

@@ -1,6 +1,8 @@
 """The package is shaped like the book: a core, one subpackage per part, no cross-imports.
 
-* ``ccmc_lite.core`` imports no part;
+* ``ccmc_lite.core`` imports nothing else of the package; ``teaching`` (plots, exercise
+  checking, glue) imports only ``core``; ``stored`` (the shipped results) ``core`` and
+  ``teaching``;
 * the parts (``ccmc``, ``markov``, ``ngram``) never import each other;
 * ``ccmc_lite.lens`` (the closing chapter) may import every part;
 * every subpackage exposes its public names in ``__all__``, each importable from it,
@@ -19,7 +21,7 @@ from book_tools import ROOT
 
 PACKAGE = ROOT / "ccmc_lite"
 PARTS = ("ccmc", "markov", "ngram")
-SUBPACKAGES = ("core", *PARTS, "lens")
+SUBPACKAGES = ("core", "teaching", "stored", *PARTS, "lens")
 
 
 def _imported_subpackages(path: Path) -> set[str]:
@@ -56,8 +58,10 @@ def _modules(sub: str) -> list[Path]:
 def test_import_rules(sub):
     allowed = {
         "core": {"core"},
+        "teaching": {"core", "teaching"},
+        "stored": {"core", "teaching", "stored"},
         "lens": set(SUBPACKAGES),
-    }.get(sub, {"core", sub})
+    }.get(sub, {"core", "teaching", "stored", sub})
     for module in _modules(sub):
         imported = _imported_subpackages(module)
         assert imported <= allowed, (
@@ -173,3 +177,10 @@ def test_the_training_loop_is_short_and_its_callers_take_a_config():
         n = len(inspect.signature(fn).parameters)
         assert n <= limit, f"{fn.__qualname__} takes {n} parameters (at most {limit})"
         assert "config" in inspect.signature(fn).parameters or fn.__name__.endswith("_task")
+
+
+def test_the_foundation_stays_small():
+    """``core`` holds only the foundation (checks, seeds, chains, the training loop): a
+    reader can read all of it."""
+    lines = sum(len(p.read_text().splitlines()) for p in (PACKAGE / "core").glob("*.py"))
+    assert lines <= 1500, f"ccmc_lite/core has {lines} lines"

@@ -228,13 +228,13 @@ def test_orders_longer_than_the_sequence_give_the_prior_mean(positions) -> None:
 
 
 def test_fits_refuse_data_without_spread() -> None:
-    from ccmc_lite import core, ngram
+    from ccmc_lite import ngram, teaching
 
-    with pytest.raises(ValueError, match="distinct"):  # was: slope 0.431 with r2 = 0
-        core.loglog_fit([2, 2, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="distinct"):  # not a slope of 0.431 with r2 = 0
+        teaching.loglog_fit([2, 2, 2], [1, 2, 3])
     with pytest.raises(ValueError, match="distinct"):
         ngram.decay_fits([8.0, 8.0, 8.0, 8.0], [0.5, 0.25, 0.12, 0.06])
-    fit = core.loglog_fit([1, 2, 4, 8], [1, 0.5, 0.25, 0.125])
+    fit = teaching.loglog_fit([1, 2, 4, 8], [1, 0.5, 0.25, 0.125])
     assert fit.slope == pytest.approx(-1.0) and fit.r2 == pytest.approx(1.0)
 
 

@@ -5,8 +5,8 @@
     python3 dev.py gpu-runs --out DIR --quick     # tiny settings, any device (a check)
 
 Without ``--out`` it writes where the package reads (``ccmc_lite/data/gpu_runs/NAME.json``
-and ``ccmc_lite/data/gpu_timings.json``: :func:`ccmc_lite.core.load_stored` with
-``gpu=True``, :func:`ccmc_lite.core.gpu_timings`); with ``--out DIR``, ``DIR/NAME.json``
+and ``ccmc_lite/data/gpu_timings.json``: :func:`ccmc_lite.stored.load_stored` with
+``gpu=True``, :func:`ccmc_lite.stored.gpu_timings`); with ``--out DIR``, ``DIR/NAME.json``
 and ``DIR/gpu_timings.json``. The timings file is updated, not replaced, so runs of some
 parts at a time add up. What it does (parts 2 and 3 first, being short; each part written
 as soon as it is done):
@@ -49,8 +49,8 @@ from pathlib import Path
 import torch
 
 import ccmc_lite
-from ccmc_lite.core import Sweep
-from ccmc_lite.core.stored import DATA_FOLDERS
+from ccmc_lite.stored import Sweep
+from ccmc_lite.stored.runs import DATA_FOLDERS
 
 from .paper_runs import EXPERIMENTS, TABLE2
 from .stored import machine_description, save_stored

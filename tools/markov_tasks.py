@@ -3,7 +3,7 @@
 Makkuva et al. (2024, Table 2) train for 8000 steps on sequences of ``N = 1024`` tokens,
 batch 16, AdamW (0.9, 0.95) with a cosine schedule, five runs per ``(p, q)`` cell of Fig. 4.
 :func:`sweep_task` trains a group of such runs as one batched program with
-:func:`ccmc_lite.markov.train_markov`, so that a :class:`ccmc_lite.core.Sweep` names it as its
+:func:`ccmc_lite.markov.train_markov`, so that a :class:`ccmc_lite.stored.Sweep` names it as its
 task (``"tools.markov_tasks:sweep_task"``) and ``python3 dev.py paper-runs`` can train the
 stored runs again.
 """
@@ -36,7 +36,7 @@ def sweep_task(
     seed: int,
     device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train a shard of a Markov sweep (a task for :class:`ccmc_lite.core.Sweep`).
+    """Train a shard of a Markov sweep (a task for :class:`ccmc_lite.stored.Sweep`).
 
     ``settings`` (shared by the shard): ``K``, ``d``, ``N``, ``batch``, ``steps``, ``lr``,
     ``tied``, and optionally ``depth``, ``layer_norm``, ``activation`` (``"relu"``, or

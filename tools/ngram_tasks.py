@@ -6,7 +6,7 @@ Dirichlet ``α = 0.5``, ``n - 1 = 2`` first-layer heads, one-hot embeddings (``d
 with constant learning rate 0.01, batch 128, ``2^14`` steps, test loss on ``2^16``
 sequences; their Fig. 1 shows the same experiment for a 4-gram. :func:`sweep_task` trains
 a group of seeds of that experiment as one batched program with the package functions the
-chapter uses, so that a :class:`ccmc_lite.core.Sweep` names it as its task
+chapter uses, so that a :class:`ccmc_lite.stored.Sweep` names it as its task
 (``"tools.ngram_tasks:sweep_task"``) and ``python3 dev.py paper-runs`` can train the stored
 runs again. :func:`attention_only_task` does the same for the attention-only transformer
 of App. I.1 (Fig. 4) and :func:`plateau_task` for the book's ``(T, α)`` plateau-length
@@ -118,7 +118,7 @@ def sweep_task(
     seed: int,
     device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train seeds of the stage-wise experiment (a task for :class:`~ccmc_lite.core.Sweep`).
+    """Train seeds of the stage-wise experiment (a task for :class:`~ccmc_lite.stored.Sweep`).
 
     ``settings`` (shared by every run): ``S``, ``n``, ``T``, ``alpha``, ``heads``, ``steps``,
     ``lr``, ``batch`` (the paper's values are :data:`PAPER_STAGEWISE`), ``test_sequences``,
@@ -288,7 +288,7 @@ def attention_only_task(
     seed: int,
     device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train seeds of the attention-only transformer of App. I.1 (a :class:`~ccmc_lite.core.Sweep`
+    """Train seeds of the attention-only transformer of App. I.1 (a :class:`~ccmc_lite.stored.Sweep`
     task).
 
     ``settings``: ``S``, ``n``, ``T``, ``alpha``, ``heads`` (per layer), ``embedding``
@@ -393,7 +393,7 @@ def plateau_task(
     seed: int,
     device: str = "cpu",
 ) -> dict[str, Any]:
-    """Train the book's ``(T, α)`` plateau sweep (a :class:`~ccmc_lite.core.Sweep` task).
+    """Train the book's ``(T, α)`` plateau sweep (a :class:`~ccmc_lite.stored.Sweep` task).
 
     The simplified transformer of Sec. 2.3 with ``T`` positions is trained with Adam
     ``(0.9, 0.999)`` at a constant learning rate, as in Sec. 5; every run has its own

@@ -10,7 +10,7 @@ snapshot, are left out). Everything it glues is written with its provenance and 
 of the chapter's code to ``ccmc_lite/data/paper_chapters/`` by
 :func:`tools.snapshots.save_snapshot`, and the wall time to ``benchmarks/results.json``
 (``chapter_paper_s[...]``). The chapter's last section loads the snapshot and shows both
-profiles side by side; ``tests/tooling/test_snapshots.py`` fails when a chapter's code has changed
+profiles side by side; ``tests/stored/test_snapshots.py`` fails when a chapter's code has changed
 since its snapshot was taken.
 """
 
@@ -56,7 +56,7 @@ def take(chapter: str) -> tuple[dict, float]:
     nb = jupytext.reads(path.read_text(encoding="utf-8"), fmt="md:myst")
     nb.cells = [c for c in nb.cells if booktools.SNAPSHOT_TAG not in c.metadata.get("tags", [])]
     dump = (
-        "import json\nfrom ccmc_lite.core import glued_values\n"
+        "import json\nfrom ccmc_lite.teaching import glued_values\n"
         f"print({MARK!r} + json.dumps(glued_values()))"
     )
     nb.cells.append(nbformat.v4.new_code_cell(dump))

@@ -5,13 +5,13 @@
     python3 dev.py paper-runs --list          # names, settings and estimated cost
     python3 dev.py paper-runs NAME --workers 2  # shards in 2 processes (one torch thread each)
 
-Each experiment is a :class:`ccmc_lite.core.Sweep` at the paper's settings; it is run
+Each experiment is a :class:`ccmc_lite.stored.Sweep` at the paper's settings; it is run
 in this process (one batched program per shard, one torch thread), or with ``--workers N``
 in a pool of N processes (``concurrent.futures``, spawn; sharding never changes a run), and
 written with
 :func:`tools.stored.save_stored` to ``ccmc_lite/data/paper_runs/NAME.json`` with its
 provenance (package and torch versions, date, machine, device, wall time, this command).
-The chapters read the files with :func:`ccmc_lite.core.load_stored`;
+The chapters read the files with :func:`ccmc_lite.stored.load_stored`;
 ``tests/tooling/test_stored_runs.py`` checks that every stored file's settings equal the ones
 declared here and re-runs a short prefix of one of them.
 """
@@ -29,8 +29,7 @@ from pathlib import Path
 
 import torch
 
-from ccmc_lite.core import Sweep
-from ccmc_lite.markov import TABLE1_OPTIONS
+from ccmc_lite.stored import Sweep
 from tools.ngram_tasks import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
 from .stored import save_stored
@@ -210,21 +209,6 @@ EXPERIMENTS: dict[str, Experiment] = {
             estimate="measured: 36 min wall with --workers 2 on a 2-core machine (shards of "
             "5 and 4 runs, 8000 steps each: 36 and 30 min)",
             shard_size=5,
-        ),
-        *(
-            _markov(
-                f"p2_fig4_table1{'' if tied else '_untied'}_paper",
-                [(0.2, 0.3), (0.5, 0.8), (0.7, 0.9)],
-                tied=tied,
-                depth=1,
-                estimate="about 60 min wall with --workers 2 on a 2-core machine (shards of "
-                "5 and 4 runs, 8000 steps each)",
-                source="Makkuva et al. 2024, Fig. 4 with the model of its Table 1 (layer "
-                "norm, GELU) at the settings of Table 2",
-                shard_size=5,
-                model=TABLE1_OPTIONS,
-            )
-            for tied in (True, False)
         ),
         _markov(
             "p2_depth_paper",

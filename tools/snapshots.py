@@ -2,7 +2,7 @@
 
 ``python3 dev.py paper-chapters`` executes a chapter at the ``paper`` profile and passes
 what it glued to :func:`save_snapshot`, which writes the file that
-:func:`ccmc_lite.core.load_snapshot` reads on the chapter's Reproduction page: the values,
+:func:`ccmc_lite.stored.load_snapshot` reads on the chapter's Reproduction page: the values,
 the SHA-256 of the chapter's code (a test fails when the code changed since), and the
 provenance (versions, date, machine, wall time and the command that takes it again).
 """
@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ccmc_lite.core.snapshots import SNAPSHOT_FOLDER, ChapterSnapshot
 from ccmc_lite.core.validation import check_float
+from ccmc_lite.stored.snapshots import SNAPSHOT_FOLDER, ChapterSnapshot
 
 from .stored import provenance
 

@@ -1,9 +1,9 @@
 """Write a sweep's results with their provenance: the files ``ccmc_lite`` ships and loads.
 
 :func:`save_stored` writes what :func:`tools.sweeps.run_sweep` returned as a JSON file that
-:func:`ccmc_lite.core.load_stored` reads: the sweep (task, settings, per-run settings, seed),
+:func:`ccmc_lite.stored.load_stored` reads: the sweep (task, settings, per-run settings, seed),
 its arrays (float64 ``repr``, which reads back exactly), the values shared by all runs, and
-the provenance (:data:`ccmc_lite.core.PROVENANCE_KEYS`: versions, date, machine, device, wall
+the provenance (:data:`ccmc_lite.stored.PROVENANCE_KEYS`: versions, date, machine, device, wall
 time, and the command that regenerates it). :func:`machine_description` names the machine:
 stored runs re-run bit for bit only on the same kind.
 """

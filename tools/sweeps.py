@@ -2,7 +2,7 @@
 
 The papers' figures are sweeps: Makkuva et al. (2024, Fig. 4) train five runs per cell of a
 ``(p, q)`` grid, tied and untied; the ``K``-state threshold and the ``(T, α)`` plateau study
-of the book are sweeps too. A :class:`~ccmc_lite.core.Sweep` states one once: a *task* (an
+of the book are sweeps too. A :class:`~ccmc_lite.stored.Sweep` states one once: a *task* (an
 importable function that trains a group of runs as one batched program), settings shared by
 every run, and one small settings record per run. :func:`shards` cuts it into
 :class:`Shard` objects — plain, picklable data — and :func:`run_sweep` runs them:
@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from ccmc_lite.core.devices import resolve_device
-from ccmc_lite.core.stored import Sweep
 from ccmc_lite.core.validation import check_float, check_instance, check_int, check_seed, check_size
+from ccmc_lite.stored.runs import Sweep
 
 __all__ = [
     "Shard",

@@ -16,7 +16,7 @@
    which pages must show launch buttons.
 6. ``CCMC_BOOK_BUILD=1`` is set for the kernels that execute chapters, so
    :func:`ccmc_lite.glue` records values for the prose (outside the build it only shows
-   figures and displayed values; see :mod:`ccmc_lite.core.gluing`).
+   figures and displayed values; see :mod:`ccmc_lite.teaching.gluing`).
 7. The ``chapter-overview`` directive renders the instructors' table of chapters.
 """
 
@@ -34,7 +34,7 @@ from plain_notebooks import commit_of, plain_notebook
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # the same name as ccmc_lite.core.gluing.BOOK_BUILD_ENV
+BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # the same name as ccmc_lite.teaching.gluing.BOOK_BUILD_ENV
 
 
 def _walk_buttons(buttons: list[dict[str, Any]]):

@@ -688,7 +688,7 @@ def plot_frequency_curves(
     axis.
     """
     check_instance("ax", ax, Axes)
-    from ..core.plotting import PALETTE
+    from ..teaching.plotting import PALETTE
 
     F = as_tensor("freqs", freqs, dtype=torch.float64, ndim=2).numpy()
     T, K = F.shape
@@ -714,7 +714,7 @@ def plot_snapshots(
     check_instance("ax", ax, Axes)
     from matplotlib.colors import ListedColormap
 
-    from ..core.plotting import PALETTE
+    from ..teaching.plotting import PALETTE
 
     X = as_tensor("tokens", tokens, dtype=torch.long, ndim=1).numpy()
     window = check_size("window", window, minimum=1)

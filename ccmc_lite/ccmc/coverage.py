@@ -259,7 +259,7 @@ def draw_cooccurrence_graph(
         Axes title (default: ``G^(k)`` with the variant and whether it is connected).
     """
     check_instance("ax", ax, Axes)
-    from ..core.plotting import PALETTE
+    from ..teaching.plotting import PALETTE
 
     if not isinstance(report, CoverageReport):
         raise TypeError(f"report must be a CoverageReport; got {type(report).__name__}")

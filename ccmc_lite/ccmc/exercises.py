@@ -1,7 +1,7 @@
 """Checkers for the exercises of Part I (Ildiz et al. 2024, self-attention as a CCMC).
 
 Every chapter of Part I ends with exercises; each is checked by one function here, a row
-of the table run by :mod:`ccmc_lite.core.checking`: the learner's function is compared with
+of the table run by :mod:`ccmc_lite.teaching.checking`: the learner's function is compared with
 the **package's reference implementation** on inputs drawn from ``seed`` (random draws plus
 edge cases: a prompt of length 1, a constant prompt, ``K = 2`` and ``K > 2``, a base chain
 with zero entries, embeddings with ``d > K``, a query token that never occurs, ...).
@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
-from ..core.checking import CheckResult, function_checker, value_checker
 from ..core.seeding import derive_seed, torch_generator
+from ..teaching.checking import CheckResult, function_checker, value_checker
 from .attention import random_embeddings, subspace_basis, weights_from_transition
 from .chain import ccmc_distribution, prompt_data, random_prompts
 from .collapse import (

@@ -45,8 +45,8 @@ from ..core.batched import TrainResult
 from ..core.train_config import TrainConfig
 from ..core.training import train_runs
 from ..core.validation import (
+    DivergenceError,
     as_tensor,
-    check_fit,
     check_float,
     check_instance,
     check_seed,
@@ -80,6 +80,52 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # loss, gradient, Hessian (private versions are vmap-safe: no validation, no .item())
 # --------------------------------------------------------------------------------------
+
+
+def _check_fit(
+    what: str,
+    loss_history: torch.Tensor,
+    params: torch.Tensor,
+    *,
+    max_loss_rise: float | None = 100.0,
+) -> None:
+    """Stop a fit that diverged: raise :class:`DivergenceError` naming the step and run.
+
+    ``loss_history`` has shape ``(..., steps + 1)`` (NaN marks steps not taken, except at
+    the first and the last step, which are always checked);
+    ``params`` the final parameters with the same leading run axes. A fit diverged if a
+    loss or a final parameter is infinite or NaN where it was computed, or if a loss
+    exceeds the first one by more than ``max_loss_rise * max(|first|, 1)``.
+    """
+    hist = as_tensor("loss_history", loss_history, ndim=(1, 2, 3, 4), finite=False)
+    if hist.shape[-1] == 0:
+        raise ValueError("loss_history must not be empty")
+    params = as_tensor("params", params, finite=False)
+    if tuple(params.shape[: hist.ndim - 1]) != tuple(hist.shape[:-1]):
+        raise ValueError(
+            f"params must have the run axes {tuple(hist.shape[:-1])} of loss_history; "
+            f"got shape {tuple(params.shape)}"
+        )
+    index = torch.arange(hist.shape[-1])
+    taken = ~torch.isnan(hist) | (index == 0) | (index == hist.shape[-1] - 1)
+    bad = taken & ~torch.isfinite(hist)
+    if max_loss_rise is not None:
+        first = hist[..., :1]
+        bad = bad | (taken & (hist - first > max_loss_rise * first.abs().clamp(min=1.0)))
+    if bool(bad.any()):
+        where = bad.nonzero()[0].tolist()
+        raise DivergenceError(
+            f"{what} diverged at step {where[-1]} (run {tuple(where[:-1])}): loss "
+            f"{hist[tuple(where)].item():.4g} from {hist[(*where[:-1], 0)].item():.4g}; "
+            "lower the step size (lr)"
+        )
+    finite = torch.isfinite(params.detach()).flatten(hist.ndim - 1).all(-1)
+    if not bool(finite.all()):
+        where = (~finite).nonzero()[0].tolist()
+        raise DivergenceError(
+            f"{what} diverged: non-finite parameters after the last step (run {tuple(where)}); "
+            "lower the step size (lr)"
+        )
 
 
 def _broadcast(*shapes: Any) -> torch.Size:
@@ -434,7 +480,7 @@ def _fit_result(
     loss, A, _ = _derivatives(Theta, data, hessian=False)
     gnorm = _grad_norm_w(A, E)
     exists = mle_exists(data)
-    check_fit(f"fit_{method}", torch.cat([loss_hist, loss[..., None]], -1), W)
+    _check_fit(f"fit_{method}", torch.cat([loss_hist, loss[..., None]], -1), W)
     return FitResult(
         W=W,
         P=transition_from_weights(W, E),

@@ -1,4 +1,4 @@
-"""The shared machinery every part of the book uses.
+"""The foundation every part stands on: checked arguments, seeds, chains, one training loop.
 
 Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 :mod:`~ccmc_lite.core.seeding` (the ``seed`` convention), :mod:`~ccmc_lite.core.devices`
@@ -6,15 +6,9 @@ Modules: :mod:`~ccmc_lite.core.validation` (argument checks with clear errors),
 switch), :mod:`~ccmc_lite.core.chains` (stationary law, entropies: one copy for all parts),
 :mod:`~ccmc_lite.core.train_config` (what a training call does),
 :mod:`~ccmc_lite.core.batched` (many runs of a model as one program, and their results),
-:mod:`~ccmc_lite.core.training` (the training loop: R independent runs at once),
-:mod:`~ccmc_lite.core.stored` (paper-setting results shipped with the package, and the
-sweeps that made them),
-:mod:`~ccmc_lite.core.snapshots` (chapters run at the paper profile: the numbers they quote),
-:mod:`~ccmc_lite.core.progress` (a text progress bar), :mod:`~ccmc_lite.core.plotting`
-(one figure style), :mod:`~ccmc_lite.core.checking` (the exercise-checker engine) and
-:mod:`~ccmc_lite.core.gluing` (numbers from code into the book's prose).
-
-``core`` imports nothing from the parts of the book.
+:mod:`~ccmc_lite.core.training` (the training loop: R independent runs at once) and
+:mod:`~ccmc_lite.core.progress` (a text progress bar). ``core`` imports nothing else of the
+package.
 """
 
 # The public names of every module, in the order of the book (and of the API page).
@@ -27,12 +21,7 @@ from . import (
     train_config,
     batched,
     training,
-    stored,
-    snapshots,
     progress,
-    plotting,
-    checking,
-    gluing,
 )
 from .validation import *  # noqa: F403
 from .seeding import *  # noqa: F403
@@ -42,12 +31,7 @@ from .chains import *  # noqa: F403
 from .train_config import *  # noqa: F403
 from .batched import *  # noqa: F403
 from .training import *  # noqa: F403
-from .stored import *  # noqa: F403
-from .snapshots import *  # noqa: F403
 from .progress import *  # noqa: F403
-from .plotting import *  # noqa: F403
-from .checking import *  # noqa: F403
-from .gluing import *  # noqa: F403
 
 __all__ = [
     *validation.__all__,
@@ -58,10 +42,5 @@ __all__ = [
     *train_config.__all__,
     *batched.__all__,
     *training.__all__,
-    *stored.__all__,
-    *snapshots.__all__,
     *progress.__all__,
-    *plotting.__all__,
-    *checking.__all__,
-    *gluing.__all__,
 ]

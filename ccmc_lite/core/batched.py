@@ -56,23 +56,19 @@ def over_runs(
 
 @dataclass
 class TrainResult:
-    """What :func:`train_runs` returns. The leading axis ``R`` is the run index everywhere.
+    """What :func:`train_runs` returns; the leading axis ``R`` is the run everywhere.
 
     Attributes
     ----------
     params, buffers : dict
         Final stacked parameters and buffers, ``name -> (R, ...)``.
-    loss : Tensor
-        Training loss of each update's forward pass, shape ``(R, steps)`` (``(R, stop_after)``
-        for a prefix).
-    grad_norm : Tensor
-        Each run's gradient norm before clipping, shape ``(R, steps)``.
+    loss, grad_norm : Tensor
+        ``(R, steps)``: the training loss of each update's forward pass and the gradient norm
+        before clipping (``(R, stop_after)`` for a prefix).
     eval_steps : list of int
-        Steps at which ``evals`` were recorded.
-    evals : dict
-        ``name -> (R, len(eval_steps))``.
-    checkpoints : dict
-        ``step -> {name: (R, ...)}``.
+        Steps at which ``evals`` (``name -> (R, len(eval_steps))``) were recorded.
+    evals, checkpoints : dict
+        The evaluations, and ``step -> {name: (R, ...)}``.
     seconds : float
         Wall-clock training time.
     config : TrainConfig

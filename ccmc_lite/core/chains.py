@@ -25,29 +25,13 @@ __all__ = [
 
 
 def stationary_distribution(P: Any, *, name: str = "P") -> torch.Tensor:
-    """The stationary law ``pi`` with ``pi P = pi`` (a row vector) of ``(..., K, K)`` kernels.
+    """The stationary law ``π`` with ``π P = π`` of kernels ``P`` ``(..., K, K)`` (``(..., K)``).
 
-    Solves ``pi (P - I) = 0`` with one equation replaced by ``sum(pi) = 1`` (an LU solve in
-    float64: deterministic, the same bits in every process with the same thread count).
-    For ``P(p, q)`` this is ``(q, p) / (p + q)`` (Makkuva et al. 2024, Sec. 2.2).
-
-    Parameters
-    ----------
-    P : array-like
-        Row-stochastic kernel(s), shape ``(..., K, K)``.
-    name : str
-        The argument's name in error messages.
-
-    Returns
-    -------
-    Tensor
-        ``(..., K)``, float64, non-negative, each law sums to one.
-
-    Raises
-    ------
-    ValueError
-        If ``P`` is not row-stochastic, or a chain has no unique stationary law (a
-        reducible kernel such as the identity).
+    Solves ``π (P - I) = 0`` with one equation replaced by ``sum(π) = 1`` (an LU solve in
+    float64: the same bits in every process with the same thread count). For ``P(p, q)`` this
+    is ``(q, p) / (p + q)`` (Makkuva et al. 2024, Sec. 2.2). Raises ``ValueError`` (naming
+    ``name``) if ``P`` is not row-stochastic or a chain has no unique stationary law (a
+    reducible kernel such as the identity).
     """
     P = check_stochastic_matrix(name, P)
     P = P / P.sum(-1, keepdim=True)  # exact row sums (inputs pass with rows within 1e-6)

@@ -17,20 +17,10 @@ __all__ = ["TextProgress"]
 
 
 class TextProgress:
-    """Print ``updates`` evenly spaced progress lines over ``total`` steps.
+    """Print ``updates`` evenly spaced progress lines, labelled ``label``, over ``total`` steps.
 
-    Parameters
-    ----------
-    total:
-        Number of steps.
-    label:
-        Text printed before each bar.
-    updates:
-        How many lines to print (the last one at ``step == total``).
-    enabled:
-        ``False`` prints nothing.
-    stream:
-        Where to write (default ``sys.stdout``).
+    The last line comes at ``step == total``; ``enabled=False`` prints nothing; ``stream``
+    defaults to ``sys.stdout``.
     """
 
     def __init__(

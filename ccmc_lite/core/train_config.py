@@ -36,10 +36,8 @@ class TrainConfig:
 
     Attributes
     ----------
-    steps : int
-        Number of optimiser updates.
-    lr : float
-        Peak learning rate.
+    steps, lr : int, float
+        Number of optimiser updates, and the peak learning rate.
     optimizer : str
         ``"adam"``, ``"adamw"`` or ``"sgd"``.
     betas : tuple of float
@@ -77,10 +75,8 @@ class TrainConfig:
         ``"cpu"`` (default), ``"cuda"``, or ``None`` for CUDA when available.
     label : str
         Names the experiment in progress lines and error messages.
-    progress : bool
-        Print progress lines (``progress_updates`` of them).
-    progress_updates : int
-        How many progress lines to print.
+    progress, progress_updates : bool, int
+        Print progress lines, this many of them.
     max_loss_rise : float or None
         Divergence guard: a run whose loss exceeds its first loss by more than
         ``max_loss_rise * max(|first loss|, 1)`` stops training with

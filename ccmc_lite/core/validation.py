@@ -24,13 +24,11 @@ __all__ = [
     "DEFAULT_LIMITS",
     "DivergenceError",
     "as_tensor",
-    "check_attention_inputs",
     "check_bool",
     "check_callable",
     "check_choice",
     "check_elements",
     "check_finite_result",
-    "check_fit",
     "check_float",
     "check_instance",
     "check_int",
@@ -40,7 +38,6 @@ __all__ = [
     "check_prob_vector",
     "check_probability",
     "check_seed",
-    "check_shape",
     "check_size",
     "check_stochastic_matrix",
     "check_tokens",
@@ -169,19 +166,6 @@ def check_elements(
     return count
 
 
-def check_shape(
-    name: str, value: Any, *, minimum: int = 1, per_entry: int = 1, limit: int | None = None
-) -> tuple[int, ...]:
-    """Check a shape: a tuple (or list) of sizes, each at least ``minimum``, whose product times
-    ``per_entry`` (the entries each index holds, e.g. ``S`` probabilities) is at most ``limit``
-    (default ``DEFAULT_LIMITS["elements"]``): refused before anything is allocated."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
-        raise TypeError(f"{name} must be a tuple of sizes; got {_show(value)}")
-    shape = tuple(check_size(f"{name} entry", s, minimum=minimum) for s in value)
-    check_elements(f"prod({name}) * {per_entry}", math.prod(shape) * per_entry, limit=limit)
-    return shape
-
-
 def check_power(name: str, base: int, exponent: int, *, limit: int | None = None) -> int:
     """Return ``base ** exponent`` after checking it is at most ``limit`` (without computing
     a huge power first: ``enumerate_chains(P, 10**12)`` must fail at once)."""
@@ -208,52 +192,6 @@ def check_callable(name: str, value: Any) -> Any:
     if not callable(value):
         raise TypeError(f"{name} must be callable; got {type(value).__name__}")
     return value
-
-
-def check_fit(
-    what: str,
-    loss_history: torch.Tensor,
-    params: torch.Tensor,
-    *,
-    max_loss_rise: float | None = 100.0,
-) -> None:
-    """Stop a fit that diverged: raise :class:`DivergenceError` naming the step and run.
-
-    ``loss_history`` has shape ``(..., steps + 1)`` (NaN marks steps not taken, except at
-    the first and the last step, which are always checked);
-    ``params`` the final parameters with the same leading run axes. A fit diverged if a
-    loss or a final parameter is infinite or NaN where it was computed, or if a loss
-    exceeds the first one by more than ``max_loss_rise * max(|first|, 1)``.
-    """
-    hist = as_tensor("loss_history", loss_history, ndim=(1, 2, 3, 4), finite=False)
-    if hist.shape[-1] == 0:
-        raise ValueError("loss_history must not be empty")
-    params = as_tensor("params", params, finite=False)
-    if tuple(params.shape[: hist.ndim - 1]) != tuple(hist.shape[:-1]):
-        raise ValueError(
-            f"params must have the run axes {tuple(hist.shape[:-1])} of loss_history; "
-            f"got shape {tuple(params.shape)}"
-        )
-    index = torch.arange(hist.shape[-1])
-    taken = ~torch.isnan(hist) | (index == 0) | (index == hist.shape[-1] - 1)
-    bad = taken & ~torch.isfinite(hist)
-    if max_loss_rise is not None:
-        first = hist[..., :1]
-        bad = bad | (taken & (hist - first > max_loss_rise * first.abs().clamp(min=1.0)))
-    if bool(bad.any()):
-        where = bad.nonzero()[0].tolist()
-        raise DivergenceError(
-            f"{what} diverged at step {where[-1]} (run {tuple(where[:-1])}): loss "
-            f"{hist[tuple(where)].item():.4g} from {hist[(*where[:-1], 0)].item():.4g}; "
-            "lower the step size (lr)"
-        )
-    finite = torch.isfinite(params.detach()).flatten(hist.ndim - 1).all(-1)
-    if not bool(finite.all()):
-        where = (~finite).nonzero()[0].tolist()
-        raise DivergenceError(
-            f"{what} diverged: non-finite parameters after the last step (run {tuple(where)}); "
-            "lower the step size (lr)"
-        )
 
 
 def check_float(
@@ -417,25 +355,6 @@ def as_tensor(
     ):
         raise ValueError(f"{name} must contain only finite numbers (no NaN or inf)")
     return tensor
-
-
-def check_attention_inputs(
-    q: Any, k: Any, v: Any
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``q, k, v`` as tensors ``(..., T, m)`` of one dtype with matching shapes."""
-    q, k, v = (
-        as_tensor(n, t, dtype=None, ndim=(2, 3, 4)) for n, t in (("q", q), ("k", k), ("v", v))
-    )
-    if (
-        not (q.dtype == k.dtype == v.dtype)
-        or q.shape[-1] != k.shape[-1]
-        or k.shape[:-1] != v.shape[:-1]
-    ):
-        raise ValueError(
-            f"q, k, v must share dtype and shapes (..., T, m); got q {tuple(q.shape)} {q.dtype}, "
-            f"k {tuple(k.shape)} {k.dtype}, v {tuple(v.shape)} {v.dtype}"
-        )
-    return q, k, v
 
 
 def check_finite_result(value: torch.Tensor, what: str, inputs: str) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 The closing chapter reads all three papers as next-token prediction through a coarse
 statistic ``s(c)`` of the context (:mod:`ccmc_lite.lens`). Each exercise is checked by one
-function here, a row of the table run by :mod:`ccmc_lite.core.checking`: the learner's
+function here, a row of the table run by :mod:`ccmc_lite.teaching.checking`: the learner's
 function is compared with the **package's reference implementation** on inputs drawn from
 ``seed`` (random joint laws and chains plus edge cases: a single context, zero
 probabilities, a statistic value that never occurs, the full context, ``n = 1``, a periodic
@@ -30,10 +30,10 @@ import numpy as np
 import torch
 
 from ..core.chains import stationary_distribution
-from ..core.checking import CheckResult, function_checker, value_checker
 from ..core.seeding import derive_seed, numpy_rng
 from ..markov.kernels import binary_kernel
 from ..ngram.data import NGramTask, sample_transitions
+from ..teaching.checking import CheckResult, function_checker, value_checker
 from .coarse import coarse_gap, coarse_predictor, ngram_levels
 
 __all__ = [

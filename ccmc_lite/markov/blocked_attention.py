@@ -13,14 +13,35 @@ compared bit for bit), and tests compare the two paths to rounding.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from ..core.validation import check_attention_inputs, check_finite_result, check_size
+from ..core.validation import as_tensor, check_finite_result, check_size
 
-__all__ = ["ATTENTION_BLOCK", "blocked_causal_attention"]
+__all__ = ["ATTENTION_BLOCK", "blocked_causal_attention", "check_attention_inputs"]
 
 #: Query-block length of :func:`blocked_causal_attention` (32-64 is fastest on a CPU).
 ATTENTION_BLOCK = 64
+
+
+def check_attention_inputs(
+    q: Any, k: Any, v: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``q, k, v`` as tensors ``(..., T, m)`` of one dtype with matching shapes."""
+    q, k, v = (
+        as_tensor(n, t, dtype=None, ndim=(2, 3, 4)) for n, t in (("q", q), ("k", k), ("v", v))
+    )
+    if (
+        not (q.dtype == k.dtype == v.dtype)
+        or q.shape[-1] != k.shape[-1]
+        or k.shape[:-1] != v.shape[:-1]
+    ):
+        raise ValueError(
+            f"q, k, v must share dtype and shapes (..., T, m); got q {tuple(q.shape)} {q.dtype}, "
+            f"k {tuple(k.shape)} {k.dtype}, v {tuple(v.shape)} {v.dtype}"
+        )
+    return q, k, v
 
 
 def blocked_causal_attention(

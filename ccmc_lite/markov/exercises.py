@@ -1,7 +1,7 @@
 """Checkers for the exercises of Part II: the single-layer Markov landscape (Makkuva et al. 2024).
 
 Every chapter of Part II ends with exercises; each is checked by one function here, a row
-of the table run by :mod:`ccmc_lite.core.checking`: the learner's function (or value) is
+of the table run by :mod:`ccmc_lite.teaching.checking`: the learner's function (or value) is
 compared with the reference in :mod:`ccmc_lite.markov` on random and edge-case inputs drawn
 from ``seed``. Models are built inside :func:`torch.random.fork_rng` from their own seeds, so
 checkers never touch the global random state.
@@ -30,9 +30,9 @@ import numpy as np
 import torch
 
 from ..core.chains import entropy_rate, stationary_distribution, unigram_entropy
-from ..core.checking import Case, CheckResult, function_checker, value_checker
 from ..core.seeding import derive_seed, torch_generator
 from ..core.validation import as_tensor, check_float
+from ..teaching.checking import Case, CheckResult, function_checker, value_checker
 from .kernels import (
     binary_kernel,
     lag_one_covariance,

@@ -32,7 +32,6 @@ from torch import nn
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
-    check_attention_inputs,
     check_callable,
     check_choice,
     check_finite_result,
@@ -44,7 +43,7 @@ from ..core.validation import (
     check_tokens,
     is_traced,
 )
-from .blocked_attention import ATTENTION_BLOCK, blocked_causal_attention
+from .blocked_attention import ATTENTION_BLOCK, blocked_causal_attention, check_attention_inputs
 
 __all__ = [
     "ACTIVATIONS",

@@ -42,10 +42,10 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_choice,
+    check_elements,
     check_float,
     check_int,
     check_prob_vector,
-    check_shape,
     check_size,
     check_tokens,
 )
@@ -69,6 +69,19 @@ __all__ = [
 ]
 
 STARTS = ("uniform", "stationary")
+
+
+def _check_shape(
+    name: str, value: Any, *, minimum: int = 1, per_entry: int = 1, limit: int | None = None
+) -> tuple[int, ...]:
+    """Check a shape: a tuple (or list) of sizes, each at least ``minimum``, whose product times
+    ``per_entry`` (the entries each index holds, e.g. ``S`` probabilities) is at most ``limit``
+    (default ``DEFAULT_LIMITS["elements"]``): refused before anything is allocated."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+        raise TypeError(f"{name} must be a tuple of sizes; got {value!r:.60}")
+    shape = tuple(check_size(f"{name} entry", s, minimum=minimum) for s in value)
+    check_elements(f"prod({name}) * {per_entry}", math.prod(shape) * per_entry, limit=limit)
+    return shape
 
 
 def _check_S(S: int) -> int:
@@ -219,7 +232,7 @@ def dirichlet(
         a = alpha.to(dtype)
     else:
         a = torch.tensor(_check_alpha(alpha, dtype), dtype=dtype)
-    shape = check_shape("shape", shape, minimum=0, per_entry=S)  # before any gamma variate
+    shape = _check_shape("shape", shape, minimum=0, per_entry=S)  # before any gamma variate
     a = torch.broadcast_to(a.reshape((*a.shape, 1)), (*shape, S))  # (*shape, S)
     return torch.softmax(_log_gamma(a, gen), dim=-1)
 
@@ -266,7 +279,7 @@ def sample_transitions(
     """
     if not isinstance(task, NGramTask):
         raise TypeError(f"task must be an NGramTask; got {type(task).__name__}")
-    batch_shape = check_shape("batch_shape", batch_shape, minimum=0, per_entry=task.S**task.n)
+    batch_shape = _check_shape("batch_shape", batch_shape, minimum=0, per_entry=task.S**task.n)
     a = task.alpha if alpha is None else alpha
     rows = dirichlet(
         a, (*batch_shape, task.n_histories), task.S, generator=generator, seed=seed
@@ -557,7 +570,7 @@ def sample_urn(
     gen = _generator(generator, seed)
     T = task.T if T is None else _check_T(T, task.n)
     S, m = task.S, task.n - 1
-    shape = check_shape("shape", shape, per_entry=max(T, S))  # tokens, uniforms, posteriors
+    shape = _check_shape("shape", shape, per_entry=max(T, S))  # tokens, uniforms, posteriors
     N = math.prod(shape)
     one_alpha = None  # the concentration when all sequences share it (a faster add)
     if alpha is None:

@@ -1,7 +1,7 @@
 """Checkers for the exercises of Part III (Varre, Yüce & Flammarion 2025).
 
 Every chapter of Part III ends with exercises; each is checked by one function here, a row
-of the table run by :mod:`ccmc_lite.core.checking`: the learner's function (or value) is
+of the table run by :mod:`ccmc_lite.teaching.checking`: the learner's function (or value) is
 compared with the **package's reference implementation** on inputs drawn from ``seed``
 (random draws plus edge cases: a prompt of length 1, ``T = n``, a chain with zero
 transitions, ``S = 2`` and ``S > 2``, ...).
@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..core.checking import Case, CheckResult, describe, function_checker, value_checker
 from ..core.seeding import derive_seed, numpy_rng, torch_generator
 from ..core.validation import check_float, check_int
+from ..teaching.checking import Case, CheckResult, describe, function_checker, value_checker
 from .data import (
     NGramTask,
     dirichlet_mean_entropy,

@@ -235,7 +235,7 @@ def plot_plateau_sweep(
     Two panels: ``axes[0]`` against ``T`` at ``base_alpha``, ``axes[1]`` against ``α`` at
     ``base_T``. Runs of one cell are spread sideways so that equal lengths stay visible.
     """
-    from ..core.plotting import PALETTE
+    from ..teaching.plotting import PALETTE
 
     if not hasattr(axes, "__len__") or len(axes) < 2:
         raise ValueError("axes must hold two panels, one for T and one for alpha")

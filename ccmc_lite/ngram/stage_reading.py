@@ -2,7 +2,7 @@
 
 Varre et al. (2025, Sec. 5, Fig. 5) read a run's test loss as a staircase (unigram, bigram,
 trigram stages) and watch the first-layer heads form; :func:`stage_summary` does both for
-each run of a sweep (the stored paper-setting runs, :func:`ccmc_lite.core.load_stored`),
+each run of a sweep (the stored paper-setting runs, :func:`ccmc_lite.stored.load_stored`),
 and :func:`stage_counts` counts, over seeds, what the stage-wise reading predicts.
 """
 

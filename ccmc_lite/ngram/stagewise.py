@@ -231,7 +231,7 @@ def plot_attention_maps(
     ``att``: ``(H, T, T)`` attention weights (rows: queries, columns: keys). ``last`` shows
     only the last ``last`` positions, where the diagonal structure is easiest to read.
     """
-    from ..core.plotting import heatmap
+    from ..teaching.plotting import heatmap
 
     if not isinstance(axes, Sequence | np.ndarray) or isinstance(axes, str):
         raise TypeError(f"axes must be a sequence of matplotlib Axes; got {type(axes).__name__}")

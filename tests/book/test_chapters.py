@@ -110,7 +110,7 @@ def test_book_tools_agree_with_the_book_extension():
     import plain_notebooks
 
     import book_tools
-    from ccmc_lite.core import gluing
+    from ccmc_lite.teaching import gluing
 
     assert book_tools.SETUP_TAG == plain_notebooks.SETUP_TAG == booktools.SETUP_TAG
     assert book_tools.NOTEBOOK_ONLY_TAG == plain_notebooks.NOTEBOOK_ONLY_TAG

@@ -35,12 +35,14 @@ pytestmark = pytest.mark.floor
 #: book's and the tools' tests (tests/book, tests/tooling), the bad-input fuzzing and the
 #: run-twice determinism check: the reader's runtime does not depend on them, and the main run
 #: covers them.
-UNIT_PATHS = ("core", "ccmc", "markov", "ngram", "lens", "test_architecture.py")
+UNIT_PATHS = (
+    "core", "teaching", "stored", "ccmc", "markov", "ngram", "lens", "test_architecture.py"
+)  # fmt: skip
 #: The checkers' contract (every checker misused nine ways) and the time limits on a learner's
 #: code test the checking machinery's control flow. Its comparisons, which use numpy and
 #: torch, run at the floor in each part's exercise tests (every checker, right and wrong
 #: answers).
-NOT_UNIT = ("core/test_checking_student.py", "core/test_exercises_contract.py")
+NOT_UNIT = ("teaching/test_checking_student.py", "teaching/test_exercises_contract.py")
 #: Floors that the locally installable torch lifts above the declared bound.
 RAISED_BY_TORCH = {"sympy"}
 #: A chapter whose explorer is an ``ipywidgets.interact``: notebook execution, figures and the

@@ -40,7 +40,7 @@ from ccmc_lite.ccmc import (
     zero_diagonal,
 )
 from ccmc_lite.ccmc.collapse import _fit_decay_exponents
-from ccmc_lite.core import loglog_fit
+from ccmc_lite.teaching import loglog_fit
 
 
 def test_binary_chain_and_exponents():

@@ -311,3 +311,27 @@ def test_fit_gd_checks_its_embeddings_and_start_and_keeps_w_in_s_e():
     torch.testing.assert_close(
         fit.W, fit_gd(pop, E, steps=3, W0=project_onto_subspace(torch.eye(4), E)).W
     )
+
+
+def test_fits_stop_on_divergence_by_these_rules():
+    """The divergence guard of fit_gd and fit_newton (a private helper of mle)."""
+    from ccmc_lite.ccmc.mle import _check_fit as check_fit
+    from ccmc_lite.core import DivergenceError
+
+    ok = torch.zeros(3)
+    check_fit("fit", torch.tensor([1.0, float("nan"), 2.0]), ok)  # NaN: a step not taken
+    check_fit("fit", torch.tensor([1.0, 101.0]), torch.zeros(1))  # rise of 100 x max(|1|, 1)
+    with pytest.raises(DivergenceError, match="step 1"):  # ... but the last step is checked
+        check_fit("fit", torch.tensor([1.0, float("nan")]), torch.zeros(1))
+    with pytest.raises(DivergenceError, match="step 1"):
+        check_fit("fit", torch.tensor([1.0, float("inf")]), torch.zeros(1))
+    with pytest.raises(DivergenceError, match=r"fit diverged at step 2 \(run \(1,\)\)"):
+        check_fit("fit", torch.tensor([[1.0, 1.0, 1.0], [2.0, 1.0, 203.0]]), torch.zeros(2, 4))
+    check_fit("fit", torch.tensor([2.0, 201.0]), torch.zeros(1))  # threshold scales with |first|
+    check_fit("fit", torch.tensor([1.0, 1e6]), torch.zeros(1), max_loss_rise=None)
+    with pytest.raises(DivergenceError, match=r"non-finite parameters .*run \(1,\)"):
+        check_fit("fit", torch.zeros(2, 2), torch.tensor([[0.0], [float("nan")]]))
+    with pytest.raises(ValueError, match="params must have the run axes"):
+        check_fit("fit", torch.zeros(2, 2), torch.zeros(3))
+    with pytest.raises(ValueError, match="loss_history must not be empty"):
+        check_fit("fit", torch.zeros(0), torch.zeros(1))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
 import torch
 from fuzzkit import E, Entry, Vocab3, a
 
@@ -18,7 +17,6 @@ from fuzzkit import E, Entry, Vocab3, a
 def entries() -> list[Entry]:
     """The valid calls of ccmc_lite.core (and the top level)."""
     from ccmc_lite import core, markov
-    from tools import ngram_tasks
 
     T: list[Entry] = []
     add = T.append
@@ -50,15 +48,6 @@ def entries() -> list[Entry]:
             a(torch.ones(2), "array", "overflowed", shape=False),
             a("the scores"),
             a("W and E"),
-        )
-    )
-    qkv = torch.randn(2, 8, 4)
-    add(
-        E(
-            "core.check_attention_inputs",
-            a(qkv, "array", "q", shape=False),
-            a(qkv, "array", "k", shape=False),
-            a(qkv, "array", "v", shape=False),
         )
     )
     add(E("core.check_choice", a("v"), a("a"), a(("a", "b"))))
@@ -97,11 +86,8 @@ def entries() -> list[Entry]:
     add(E("core.check_size", a("v"), a(3, "int"), limit=a(10, "int", huge=False, none_ok=True)))
     add(E("core.check_elements", a("v"), a(10**12, "fixed"), label="bad only"))
     add(E("core.check_power", a("v"), a(3), a(40), label="bad only"))
-    add(E("core.check_shape", a("v"), a((2, 3), "shape")))
     add(E("core.check_instance", a("v"), a(3), a(int)))
     add(E("core.check_callable", a("v"), a(len)))
-    hist = torch.tensor([1.0, 0.5, 0.4], dtype=torch.float64)
-    add(E("core.check_fit", a("fit"), a(hist, "array", "loss_history"), a(torch.zeros(2))))
     add(E("core.DivergenceError", a("message")))
     add(
         E(
@@ -188,27 +174,6 @@ def entries() -> list[Entry]:
             template=a(res.template),
         )
     )
-    sweep = core.Sweep(
-        name="f", task="tools.markov_tasks:sweep_task", settings={}, runs=[{}], seed=0
-    )
-    add(
-        E(
-            "core.Sweep",
-            name=a("f"),
-            task=a("tools.markov_tasks:sweep_task"),
-            settings=a({}),
-            runs=a([{}]),
-            seed=a(0, "seed"),
-        )
-    )
-    add(E("core.StoredRun", a("n"), a(sweep), a({}), a({}), a({})))
-    add(E("core.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
-    add(E("core.load_stored", a("p2_fig4_paper", "obj", "name"), gpu=a(True, "bool")))
-    add(E("core.stored_names", gpu=a(False, "bool")))
-    add(E("core.gpu_timings"))
-    add(E("core.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64), a({})))
-    add(E("core.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"), label="bad only"))
-    add(E("core.Claims", a({"claim": (True, False)}, "obj")))
     add(
         E(
             "core.TextProgress",
@@ -216,32 +181,6 @@ def entries() -> list[Entry]:
             updates=a(2, "int", huge=False),
             enabled=a(False, "bool"),
             width=a(10, "int"),
-        )
-    )
-    add(E("core.LoglogFit", a(1.0), a(0.0), a(1.0)))
-    add(E("core.fig_axes", a(1, "int"), a(1, "int"), width=a(2.0, "pos"), height=a(2.0, "pos")))
-    add(E("core.heatmap", a("skip", "obj", "ax"), a(P3), label="bad only"))
-    xs = np.array([1.0, 2.0, 4.0, 8.0])
-    add(E("core.loglog_fit", a(xs, "array"), a(xs**-0.5, "array")))
-    add(E("core.plot_loglog_fit", a("skip", "obj", "ax"), a(xs), a(xs), label="bad only"))
-    add(E("core.plot_reference_levels", a("skip", "obj", "ax"), a({}), label="bad only"))
-    add(E("core.plot_runs", a("skip", "obj", "ax"), a(xs), a(xs), label="bad only"))
-    add(E("core.use_book_style"))
-    add(E("core.glue", a("fuzz_key"), a(1.0), display=a(False, "bool")))
-    add(E("core.glued_values"))
-    p3_settings = {
-        "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
-        "batch": 4, "test_sequences": 8, "eval_every": 2,
-    }  # fmt: skip
-    p3 = ngram_tasks.sweep_task(p3_settings, [{"run": 0}], first_run=0, seed=0)
-    p3_eval = np.asarray(p3["shared"]["eval_steps"])
-    add(
-        E(
-            "core.plot_seed_losses",
-            a("skip", "obj", "ax"),
-            a(p3_eval),
-            a(np.asarray(p3["test_loss"])),
-            label="bad only",
         )
     )
     return T

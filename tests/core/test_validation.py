@@ -20,7 +20,7 @@ from ccmc_lite.core import (
     check_stochastic_matrix,
     check_tokens,
 )
-from ccmc_lite.core.gluing import _in_book_build
+from ccmc_lite.teaching.gluing import _in_book_build
 
 
 def test_check_int_accepts_python_numpy_and_tensor_integers():
@@ -132,28 +132,6 @@ def test_random_stochastic_matrices_pass(K, seed):
 # --- the remaining shared checks, each with its rule ------------------------------------
 
 
-def test_check_fit_rules():
-    from ccmc_lite.core import DivergenceError, check_fit
-
-    ok = torch.zeros(3)
-    check_fit("fit", torch.tensor([1.0, float("nan"), 2.0]), ok)  # NaN: a step not taken
-    check_fit("fit", torch.tensor([1.0, 101.0]), torch.zeros(1))  # rise of 100 x max(|1|, 1)
-    with pytest.raises(DivergenceError, match="step 1"):  # ... but the last step is checked
-        check_fit("fit", torch.tensor([1.0, float("nan")]), torch.zeros(1))
-    with pytest.raises(DivergenceError, match="step 1"):
-        check_fit("fit", torch.tensor([1.0, float("inf")]), torch.zeros(1))
-    with pytest.raises(DivergenceError, match=r"fit diverged at step 2 \(run \(1,\)\)"):
-        check_fit("fit", torch.tensor([[1.0, 1.0, 1.0], [2.0, 1.0, 203.0]]), torch.zeros(2, 4))
-    check_fit("fit", torch.tensor([2.0, 201.0]), torch.zeros(1))  # threshold scales with |first|
-    check_fit("fit", torch.tensor([1.0, 1e6]), torch.zeros(1), max_loss_rise=None)
-    with pytest.raises(DivergenceError, match=r"non-finite parameters .*run \(1,\)"):
-        check_fit("fit", torch.zeros(2, 2), torch.tensor([[0.0], [float("nan")]]))
-    with pytest.raises(ValueError, match="params must have the run axes"):
-        check_fit("fit", torch.zeros(2, 2), torch.zeros(3))
-    with pytest.raises(ValueError, match="loss_history must not be empty"):
-        check_fit("fit", torch.zeros(0), torch.zeros(1))
-
-
 def test_is_traced_inside_torch_func_only():
     from torch.func import vmap
 
@@ -167,7 +145,7 @@ def test_is_traced_inside_torch_func_only():
 
 
 def test_in_book_build_reads_the_environment(monkeypatch):
-    from ccmc_lite.core.gluing import BOOK_BUILD_ENV
+    from ccmc_lite.teaching.gluing import BOOK_BUILD_ENV
 
     for value, expected in (("1", True), (" 1 ", True), ("0", False), ("", False)):
         monkeypatch.setenv(BOOK_BUILD_ENV, value)

@@ -212,4 +212,13 @@ def entries() -> list[Entry]:
             allow=("nan",),
         )
     )
+    qkv = torch.randn(2, 8, 4)
+    add(
+        E(
+            "markov.check_attention_inputs",
+            a(qkv, "array", "q", shape=False),
+            a(qkv, "array", "k", shape=False),
+            a(qkv, "array", "v", shape=False),
+        )
+    )
     return T

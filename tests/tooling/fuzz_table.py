@@ -16,13 +16,13 @@ from fuzzkit import E, Entry, a
 
 def entries() -> list[Entry]:
     """The valid calls of the repository's tools/."""
-    from ccmc_lite import core
+    from ccmc_lite import stored
     from tools import costs
 
     T: list[Entry] = []
     add = T.append
     add(E("tools.allocator.tune_allocator"))
-    sweep = core.Sweep(
+    sweep = stored.Sweep(
         name="f", task="tools.markov_tasks:sweep_task", settings={}, runs=[{}], seed=0
     )
     add(

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from ccmc_lite import ngram, plotting
-from ccmc_lite.core import PROVENANCE_KEYS, Sweep, gpu_timings, load_stored, stored_names
+from ccmc_lite.stored import PROVENANCE_KEYS, Sweep, gpu_timings, load_stored, stored_names
 from tools import ngram_tasks, paper_runs
 from tools.ngram_tasks import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 from tools.stored import machine_description

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ccmc_lite.core import Sweep, load_stored
+from ccmc_lite.stored import Sweep, load_stored
 from tools.stored import save_stored
 from tools.sweeps import SweepResult, makespan, resolve_task, run_shard, run_sweep, shards
 

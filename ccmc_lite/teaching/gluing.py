@@ -2,12 +2,12 @@
 
 The book quotes computed values in its text with myst-nb's *glue* mechanism: a code cell records a
 value under a name, and the prose pastes it (``{glue:text}`name:.3f```). The chapters call
-:func:`~ccmc_lite.core.glue` from this module instead of ``myst_nb.glue`` so that a chapter runs
+:func:`~ccmc_lite.teaching.glue` from this module instead of ``myst_nb.glue`` so that a chapter runs
 anywhere the package is installed — Colab, Binder, a downloaded ``.ipynb``, a student notebook —
 without myst-nb, which is a book-build dependency only.
 
 * **Inside the book build** (the environment variable ``CCMC_BOOK_BUILD`` is ``1``; the book's
-  Sphinx extension and the chapter tests set it), :func:`~ccmc_lite.core.glue` writes exactly the
+  Sphinx extension and the chapter tests set it), :func:`~ccmc_lite.glue` writes exactly the
   output that ``myst_nb.glue`` writes, so the build pastes the value into the prose.
 * **Anywhere else** it shows what a reader needs: the value when ``display=True``, and a figure even
   when ``display=False`` (in the book the figure appears where the prose pastes it; in a notebook it
@@ -15,8 +15,8 @@ without myst-nb, which is a book-build dependency only.
   notebook stays quiet.
 
 Every number or string glued in this process is also kept, by name, in a registry
-(:func:`~ccmc_lite.core.glued_values`): a chapter run at the ``paper`` profile stores it as a
-snapshot (:mod:`~ccmc_lite.core.snapshots`), and the book-profile page compares its own values
+(:func:`~ccmc_lite.teaching.glued_values`): a chapter run at the ``paper`` profile stores it as a
+snapshot (:mod:`~ccmc_lite.stored.snapshots`), and the book-profile page compares its own values
 with that snapshot.
 """
 
@@ -26,7 +26,7 @@ import numbers
 import os
 from typing import Any
 
-from .validation import check_bool
+from ..core.validation import check_bool
 
 __all__ = ["BOOK_BUILD_ENV", "glue", "glued_values"]
 

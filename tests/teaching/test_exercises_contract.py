@@ -31,10 +31,10 @@ from booktools import strip_solutions
 from book_tools import ROOT
 from ccmc_lite import ccmc, lens, markov, ngram
 from ccmc_lite.ccmc import exercises as part1
-from ccmc_lite.core import CheckResult
 from ccmc_lite.lens import exercises as closing
 from ccmc_lite.markov import exercises as part2
 from ccmc_lite.ngram import exercises as part3
+from ccmc_lite.teaching import CheckResult
 
 #: Each part's folder of chapters, its exercises module and the import its chapters use.
 PARTS = {

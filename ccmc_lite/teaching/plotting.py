@@ -1,6 +1,6 @@
 """Plotting helpers with one consistent style for every figure of the book.
 
-Chapters call :func:`~ccmc_lite.core.use_book_style` once (``import ccmc_lite`` does not touch
+Chapters call :func:`~ccmc_lite.teaching.use_book_style` once (``import ccmc_lite`` does not touch
 global matplotlib state) and then use the helpers below, so that loss curves, reference levels, heat
 maps and log–log fits look the same in every part.
 """
@@ -22,7 +22,7 @@ from matplotlib.rcsetup import cycler
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
-from .validation import as_tensor, check_float, check_instance, check_size
+from ..core.validation import as_tensor, check_float, check_instance, check_size
 
 __all__ = [
     "PALETTE",

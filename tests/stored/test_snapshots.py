@@ -18,8 +18,9 @@ import pytest
 import torch
 
 from ccmc_lite import glue
-from ccmc_lite.core import ChapterSnapshot, glued_values, load_snapshot
-from ccmc_lite.core.snapshots import _snapshot_names
+from ccmc_lite.stored import ChapterSnapshot, load_snapshot
+from ccmc_lite.stored.snapshots import _snapshot_names
+from ccmc_lite.teaching import glued_values
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
@@ -231,7 +232,7 @@ def test_every_chapter_with_a_paper_profile_shows_its_paper_results():
 
 
 def test_claims_say_where_each_claim_holds():
-    from ccmc_lite.core import Claims
+    from ccmc_lite.stored import Claims
 
     claims = Claims(
         {"a": (True, True), "b": (True, False), "c": (False, True), "d": (False, False)}
@@ -258,7 +259,8 @@ def test_glue_for_reproduction_glues_values_verdicts_and_provenance(tmp_path, mo
     snap = load_snapshot("part9/01_x", path=path)
     glued = {}
     monkeypatch.setattr(
-        "ccmc_lite.core.gluing.glue", lambda name, value, display=True: glued.update({name: value})
+        "ccmc_lite.teaching.gluing.glue",
+        lambda name, value, display=True: glued.update({name: value}),
     )
     here = {"p9c1_a": 1.0, "p9c1_b": 3.0, "p9c1_c": "x"}
     checks = {"a is one": lambda v: v["p9c1_a"] == 1, "b is two": lambda v: v["p9c1_b"] == 2}

@@ -4,12 +4,12 @@ Chapters whose ``paper`` profile is a longer or larger version of the book-profi
 (more samples, longer trajectories, more sizes), rather than one big training sweep, are
 executed once at the ``paper`` profile with ``python3 dev.py paper-chapters`` (the
 repository's ``tools/snapshots.py`` writes them). What is kept is
-every number and string the chapter glues into its prose (:func:`~ccmc_lite.core.glued_values`),
+every number and string the chapter glues into its prose (:func:`~ccmc_lite.teaching.glued_values`),
 with the provenance of the run (package and torch versions, date, machine, wall time, the
 command) and the SHA-256 of the chapter's code, in ``ccmc_lite/data/paper_chapters/``.
 
 On the book-profile page, the last section loads that snapshot
-(:func:`~ccmc_lite.core.load_snapshot`) and prints the two profiles side by side
+(:func:`~ccmc_lite.stored.load_snapshot`) and prints the two profiles side by side
 (``ChapterSnapshot.table``); ``ChapterSnapshot.changed`` names the quantities that
 differ by more than a relative tolerance, so the page can say which conclusions move at the
 papers' settings. The test suite checks that each snapshot was taken from the chapter's
@@ -28,8 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .stored import json_stems
-from .validation import check_choice, check_float, check_instance
+from ..core.validation import check_choice, check_float, check_instance
+from .runs import json_stems
 
 __all__ = ["SNAPSHOT_FOLDER", "ChapterSnapshot", "Claims", "load_snapshot"]
 
@@ -188,7 +188,7 @@ class ChapterSnapshot:
     ) -> list[tuple[str, Scalar | None, Scalar | None]]:
         """``(name, this run's value, the snapshot's value)`` for every name in either.
 
-        ``values`` are this run's glued values (:func:`~ccmc_lite.core.glued_values`);
+        ``values`` are this run's glued values (:func:`~ccmc_lite.teaching.glued_values`);
         names matching any of the ``ignore`` patterns (shell-style, e.g. ``"*_seconds"``:
         wall times differ between profiles by design) are left out; a name glued by only
         one of the two runs has ``None`` on the other side.
@@ -262,7 +262,7 @@ class ChapterSnapshot:
         """Glue what the part's Reproduction page shows of this snapshot; return the claims.
 
         The chapter calls this in a hidden cell at its end, where ``values`` are its own
-        glued values (:func:`~ccmc_lite.core.glued_values`); the Reproduction page pastes
+        glued values (:func:`~ccmc_lite.teaching.glued_values`); the Reproduction page pastes
         the results by name from the chapter. With ``prefix`` the chapter's glue prefix
         (``"p1c2"`` for ``part1/02_...``) it glues:
 
@@ -277,7 +277,7 @@ class ChapterSnapshot:
         * ``{prefix}_snap_created``, ``_machine``, ``_minutes``, ``_versions`` and
           ``_command`` — the provenance.
         """
-        from .gluing import glue
+        from ..teaching.gluing import glue
 
         prefix = _prefix(self.chapter)
         if isinstance(quoted, str) or not all(isinstance(q, str) for q in quoted):

@@ -1,4 +1,4 @@
-"""Tests for the exercise-checker engine (ccmc_lite.core.checking) and the student notebooks.
+"""Tests for the exercise-checker engine (ccmc_lite.teaching.checking) and the student notebooks.
 
 The engine's promises, each tested so that it can fail: the reference passes; a wrong
 answer fails naming the input, the expected and the returned value; every exception of the
@@ -32,7 +32,7 @@ from booktools import (
     write_published,
 )
 
-from ccmc_lite.core import (
+from ccmc_lite.teaching import (
     Case,
     CheckResult,
     Exercise,
@@ -439,7 +439,7 @@ def test_a_checker_cell_prints_once_in_a_real_notebook():
     from nbclient import NotebookClient
 
     setup = (
-        "from ccmc_lite.core import function_checker\n"
+        "from ccmc_lite.teaching import function_checker\n"
         "@function_checker(abs, [(-1,), (2,)], name='abs')\n"
         "def check_abs(my_abs, *, seed=0, quiet=False):\n"
         '    """Check abs."""'

@@ -2,8 +2,8 @@
 
 An exercise is an :class:`Exercise`: what the learner's answer is compared with (a reference
 function and the cases it is called on, or the expected value), the tolerances and a time
-limit. The decorators :func:`~ccmc_lite.core.function_checker` and
-:func:`~ccmc_lite.core.value_checker` turn a docstring-only stub into the checker a chapter
+limit. The decorators :func:`~ccmc_lite.teaching.function_checker` and
+:func:`~ccmc_lite.teaching.value_checker` turn a docstring-only stub into the checker a chapter
 calls, so each checker in the ``exercises`` modules is a few declarative lines. Every
 checker has the same signature::
 
@@ -20,7 +20,7 @@ when every case passed. It is safe to hand it any code:
   frame the learner's code can inspect holds it;
 * every exception the learner's code raises is reported (``SystemExit`` included;
   ``KeyboardInterrupt`` still interrupts), also while its result is read and compared;
-* the whole exercise stops after its ``time_limit`` (:data:`~ccmc_lite.core.TIME_LIMIT_S`
+* the whole exercise stops after its ``time_limit`` (:data:`~ccmc_lite.teaching.TIME_LIMIT_S`
   seconds by default): in the main thread the alarm is re-armed and every further line of
   the learner's code raises, so an ``except:`` clause in a loop cannot swallow the stop;
   reading and comparing the result has a limit of its own (``COMPARE_LIMIT_S``, 5 s);
@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .validation import check_float, check_seed
+from ..core.validation import check_float, check_seed
 
 __all__ = [
     "TIME_LIMIT_S",
@@ -868,7 +868,7 @@ def _document(doc: str | None, argument: str, exercise: Exercise) -> str:
         text += f"\n\n{head}{first}\n{last}"
     if "\nReturns\n-------\n" not in text:
         text += (
-            "\n\nReturns\n-------\nccmc_lite.core.CheckResult\n"
+            "\n\nReturns\n-------\nccmc_lite.teaching.CheckResult\n"
             "    Truthy when every case passed; its message was printed unless ``quiet``. "
             f"An ``{argument}`` of the wrong kind is a failing result too."
         )

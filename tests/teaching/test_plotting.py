@@ -1,25 +1,16 @@
-"""Tests for plotting helpers, the text progress bar and notation conversions."""
+"""Tests for the book's plotting helpers (figure style, shared plots, log-log fits)."""
 
 from __future__ import annotations
-
-import io
 
 import matplotlib
 import numpy as np
 import pytest
-import torch
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from ccmc_lite.ccmc import (
-    from_column_stochastic,
-    from_one_based,
-    to_column_stochastic,
-)
-from ccmc_lite.core import (
+from ccmc_lite.teaching import (
     PALETTE,
-    TextProgress,
     fig_axes,
     heatmap,
     loglog_fit,
@@ -97,36 +88,3 @@ def test_loglog_fit_recovers_power_law():
 def test_loglog_fit_rejects_bad_input(x, y, match):
     with pytest.raises(ValueError, match=match):
         loglog_fit(x, y)
-
-
-def test_text_progress_prints_evenly_spaced_lines():
-    out = io.StringIO()
-    bar = TextProgress(100, label="run", updates=4, stream=out, width=4)
-    for step in range(1, 101):
-        bar.update(step, loss=1.0 / step)
-    lines = out.getvalue().splitlines()
-    assert len(lines) == 4
-    assert lines[0].startswith("run [#---]  25% step 25/100 | loss 0.0400")
-    assert lines[-1].startswith("run [####] 100% step 100/100")
-    silent = TextProgress(10, enabled=False, stream=out)
-    silent.update(10)
-    assert len(silent.lines) == 1 and len(out.getvalue().splitlines()) == 4
-    with pytest.raises(ValueError, match="total must be >= 1"):
-        TextProgress(0)
-
-
-def test_conventions_round_trip():
-    P_cols = torch.tensor([[0.2, 0.5], [0.8, 0.5]])
-    P = from_column_stochastic(P_cols)
-    torch.testing.assert_close(P, P_cols.T.double())  # row i = column i of the paper's layout
-    torch.testing.assert_close(to_column_stochastic(P), P_cols.double())
-    assert from_one_based([1, 2, 1]).tolist() == [0, 1, 0]
-
-
-def test_conventions_reject_wrong_layout():
-    with pytest.raises(ValueError, match="P_columns must be column-stochastic"):
-        from_column_stochastic([[0.2, 0.8], [0.5, 0.5]])
-    with pytest.raises(ValueError, match="P must be row-stochastic"):
-        to_column_stochastic([[0.2, 0.5], [0.8, 0.5]])
-    with pytest.raises(ValueError, match="tokens must be numbered from 1"):
-        from_one_based([0, 1])

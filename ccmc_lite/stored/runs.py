@@ -7,12 +7,12 @@ produce as small JSON files in ``ccmc_lite/data/paper_runs/``: per-run curves an
 numbers, the exact settings and seed (a :class:`Sweep`), the package and torch versions, the
 date, the machine, the device and the wall time. The files ship with the package, so a
 chapter shows them the same way in the built book, in Colab and in a student notebook
-(:func:`~ccmc_lite.core.load_stored`). A test re-runs a short prefix of each stored run
+(:func:`~ccmc_lite.stored.load_stored`). A test re-runs a short prefix of each stored run
 and compares it with the stored numbers.
 
 Some of the same sweeps were also run again on one GPU, with the same code and seeds:
 ``load_stored(name, gpu=True)`` reads those copies (``ccmc_lite/data/gpu_runs/``), and
-:func:`~ccmc_lite.core.gpu_timings` the step times measured there.
+:func:`~ccmc_lite.stored.gpu_timings` the step times measured there.
 
 A sweep's *task* names the function that trained it (``"tools.markov_tasks:sweep_task"``,
 in the repository's ``tools/``): it trains the runs ``runs`` (one settings record each) as
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .validation import check_bool, check_choice, check_seed
+from ..core.validation import check_bool, check_choice, check_seed
 
 __all__ = [
     "PROVENANCE_KEYS",
@@ -249,7 +249,7 @@ def gpu_timings() -> dict[str, Any]:
     ``part3_step``: milliseconds per step of Varre et al.'s Sec. 5 training with 1, 4 and 25
     runs batched, on the GPU (``cuda_ms_per_step_<R>_runs``) and on one core of the same
     machine (``cpu_...``), measured the same way; ``sweeps``: wall seconds of each stored
-    sweep re-run there (:func:`~ccmc_lite.core.load_stored` with ``gpu=True``);
+    sweep re-run there (:func:`~ccmc_lite.stored.load_stored` with ``gpu=True``);
     ``unfinished``: sweeps that did not finish within the time the GPU was lent, with how
     long they had run. The top-level ``date`` and ``command`` are those of the last run of
     the script; ``grid`` and ``part3_step`` carry their own dates, a sweep's file its own.

@@ -1,0 +1,42 @@
+"""The fuzz harness's valid calls of ccmc_lite.stored
+(one entry or more per public callable).
+
+``tests/fuzzkit.py`` derives the bad, extreme, relation and degenerate cases from each entry
+(see its docstring) and gathers this table with the other parts'.
+"""
+
+from __future__ import annotations
+
+from fuzzkit import E, Entry, a
+
+
+def entries() -> list[Entry]:
+    """The valid calls of ccmc_lite.stored."""
+    from ccmc_lite import stored
+
+    T: list[Entry] = []
+    add = T.append
+    sweep = stored.Sweep(
+        name="f", task="tools.markov_tasks:sweep_task", settings={}, runs=[{}], seed=0
+    )
+    add(
+        E(
+            "stored.Sweep",
+            name=a("f"),
+            task=a("tools.markov_tasks:sweep_task"),
+            settings=a({}),
+            runs=a([{}]),
+            seed=a(0, "seed"),
+        )
+    )
+    add(E("stored.StoredRun", a("n"), a(sweep), a({}), a({}), a({})))
+    add(E("stored.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
+    add(E("stored.load_stored", a("p2_fig4_paper", "obj", "name"), gpu=a(True, "bool")))
+    add(E("stored.stored_names", gpu=a(False, "bool")))
+    add(E("stored.gpu_timings"))
+    add(E("stored.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64), a({})))
+    add(
+        E("stored.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"), label="bad only")
+    )
+    add(E("stored.Claims", a({"claim": (True, False)}, "obj")))
+    return T
