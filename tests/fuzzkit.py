@@ -27,7 +27,7 @@ must be answered as its items are. The verdicts:
 ``obscure``   raised anything else (``IndexError``, ``RuntimeError`` from torch, ...);
 ``unnamed``   raised ``ValueError``/``TypeError`` whose message does not name the argument.
 
-The modules the exercise checkers live in (``*.exercises``, ``core.checking``) are out of scope
+The modules the exercise checkers live in (``*.exercises``, ``teaching.checking``) are out of scope
 here: they are listed in :data:`EXCLUDED_MODULES`.
 """
 

@@ -44,26 +44,12 @@ __all__ = [
 
 
 def _cooccurrence_graphs(prompts: Any, K: int, *, variant: str = "self") -> torch.Tensor:
-    """Adjacency matrices of the co-occurrence graphs :math:`\\mathcal G^{(k)}` (Def. 3.3).
+    """Adjacency ``(K, K, K)`` of the co-occurrence graphs :math:`\\mathcal G^{(k)}` (Def. 3.3).
 
-    Parameters
-    ----------
-    prompts : array-like
-        The support :math:`\\Omega` of the prompt distribution: ``(n, L)`` or a list of
-        ragged prompts.
-    K : int
-        Vocabulary size.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Key tokens: all tokens (self) or all but the last (cross).
-
-    Returns
-    -------
-    Tensor
-        ``(K, K, K)`` bool: ``A[k, i, j]`` is the edge ``i — j`` of
-        :math:`\\mathcal G^{(k)}`; the diagonal ``A[k, i, i]`` marks tokens that occur
-        among the keys of some prompt of :math:`\\Omega_k` (the set :math:`\\mathcal C_k`
-        of Cor. 3.5).
+    ``prompts``: the support :math:`\\Omega`, ``(n, L)`` or ragged; keys are all tokens
+    (``"self"``) or all but the last (``"cross"``). ``A[k, i, j]`` is the edge ``i — j`` of
+    :math:`\\mathcal G^{(k)}`; the diagonal ``A[k, i, i]`` marks the tokens among the keys of
+    some prompt of :math:`\\Omega_k` (the set :math:`\\mathcal C_k` of Cor. 3.5).
     """
     K = check_size("K", K, minimum=2, limit=DEFAULT_LIMITS["vocab"])
     variant = check_choice("variant", variant, VARIANTS)
@@ -151,23 +137,10 @@ def coverage_report(
 ) -> CoverageReport:
     """Coverage check: which :math:`\\mathcal G^{(k)}` are disconnected and what is identified.
 
-    Parameters
-    ----------
-    prompts : array-like
-        Support :math:`\\Omega` of the prompt distribution.
-    K : int
-        Vocabulary size.
-    variant : str
-        ``"self"`` or ``"cross"``.
-        Attention variant.
-    P : array-like, optional
-        ``(K, K)`` ground truth. With zero entries, connectivity is taken "with respect
-        to P" (App. C, Def. C.2 (ii)): paths may only pass through tokens ``v`` with
-        ``P[k, v] > 0``, and only such tokens need to be connected.
-
-    Returns
-    -------
-    CoverageReport
+    ``prompts``: the support :math:`\\Omega` of the prompt distribution. With a ground truth
+    ``P`` that has zero entries, connectivity is taken "with respect to P" (App. C, Def. C.2
+    (ii)): paths may only pass through tokens ``v`` with ``P[k, v] > 0``, and only such tokens
+    need to be connected. Returns a :class:`CoverageReport`.
     """
     A = _cooccurrence_graphs(prompts, K, variant=variant)
     K = A.shape[0]
@@ -200,19 +173,7 @@ def coverage_report(
 def restricted_distribution(P: Any, k: int, subset: Any) -> torch.Tensor:
     """Row ``k`` of ``P`` renormalised on ``subset``: :math:`\\pi_{k,\\mathcal C}` (Cor. 3.5).
 
-    Parameters
-    ----------
-    P : array-like
-        ``(K, K)`` row-stochastic (or ``(..., K, K)``).
-    k : int
-        Row (query token).
-    subset : array-like
-        Tokens of :math:`\\mathcal C`.
-
-    Returns
-    -------
-    Tensor
-        ``(..., |C|)`` probabilities in the order of ``sorted(subset)``.
+    Returns ``(..., |C|)`` probabilities in the order of ``sorted(subset)``.
     """
     P = check_transition(P, batched=True)
     if P.ndim < 2 or P.shape[-1] != P.shape[-2]:
@@ -240,23 +201,12 @@ def draw_cooccurrence_graph(
     labels: Any = None,
     title: str | None = None,
 ) -> None:
-    """Draw :math:`\\mathcal G^{(k)}` on a circle, one colour per connected component.
+    """Draw :math:`\\mathcal G^{(k)}` of ``report`` on a circle, one colour per component.
 
-    Dashed outline: a token never observed with query ``k``; bold: ``k`` itself; grey
-    fill: ``P[k, v] = 0`` in the ground truth the report was given.
-
-    Parameters
-    ----------
-    ax : Axes
-        Matplotlib axes.
-    report : CoverageReport
-        From :func:`coverage_report`.
-    k : int
-        Query token.
-    labels : list, optional
-        Vertex labels (default ``0..K-1``; pass ``range(1, K+1)`` for the paper's).
-    title : str, optional
-        Axes title (default: ``G^(k)`` with the variant and whether it is connected).
+    Dashed outline: a token never observed with query ``k``; bold: ``k`` itself; grey fill:
+    ``P[k, v] = 0`` in the report's ground truth. ``labels`` default to ``0..K-1`` (pass
+    ``range(1, K+1)`` for the paper's); ``title`` defaults to ``G^(k)``, the variant and
+    whether it is connected.
     """
     check_instance("ax", ax, Axes)
     from ..teaching.plotting import PALETTE

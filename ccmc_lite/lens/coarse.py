@@ -76,15 +76,9 @@ def _entropy_rows(J: torch.Tensor) -> torch.Tensor:
 
 
 def conditional_entropy(joint: Any, groups: Any = None) -> torch.Tensor:
-    """``H(y | s(c))`` in nats for a joint law ``joint[c, y]`` and statistic ids ``groups[c]``.
+    """``H(y | s(c))`` in nats of a joint law ``joint[c, y]`` ``(N, S)`` (summing to one).
 
-    Parameters
-    ----------
-    joint : array-like
-        Shape ``(N, S)``: probabilities of (context, next token); sums to one.
-    groups : array-like, optional
-        Shape ``(N,)``, non-negative ints: ``s(c)`` for every context; ``None`` means the
-        full context (``s(c) = c``).
+    ``groups``: ``(N,)`` non-negative statistic ids ``s(c)``; ``None`` means the full context.
     """
     J = _check_joint(joint)
     return _entropy_rows(_group_joint(J, _check_groups(groups, J.shape[0])))

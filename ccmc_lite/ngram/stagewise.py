@@ -51,28 +51,15 @@ __all__ = [
 class NGramStream:
     """A ``batch_fn`` for :func:`ccmc_lite.core.train_runs` that draws fresh sequences.
 
-    Each call returns, for the runs in ``runs``, ``(tokens, target)`` of shapes
-    ``(R, B, T)`` and ``(R, B, S)`` (plus ``query_pos`` ``(R, B)`` when runs have different
-    lengths). Sequences are drawn with the exact fast sampler
-    :func:`ccmc_lite.ngram.sample_urn`, ``chunk`` steps at a time to amortise Python
-    overhead; a new chunk starts at every multiple of ``chunk`` or when the generator or the
-    set of runs changes (the trainer's looped reference uses one generator per run), so the
-    same generator state always gives the same batches.
-
-    Parameters
-    ----------
-    task : NGramTask
-        The data model (``start="uniform"``).
-    batch_size : int
-        Sequences per run and step.
-    alpha : list of float, optional
-        One prior concentration per run (α-sweeps); default ``task.alpha`` for every run.
-    lengths : list of int, optional
-        One sequence length per run (T-sweeps). Sequences are drawn with the largest length
-        and run ``r`` is queried at position ``lengths[r] - 1``: the causal model never
-        sees the tokens after its query, so this is exactly training on length ``lengths[r]``.
-    chunk : int
-        Steps sampled per call of the sampler.
+    Each call returns, for the runs in ``runs``, ``(tokens, target)`` of shapes ``(R, B, T)``
+    and ``(R, B, S)`` (plus ``query_pos`` ``(R, B)`` when runs have different lengths), ``B =
+    batch_size``, drawn by the exact fast sampler :func:`ccmc_lite.ngram.sample_urn` from
+    ``task`` (``start="uniform"``). ``alpha``: one prior concentration per run (α-sweeps);
+    ``lengths``: one sequence length per run (T-sweeps: sequences of the largest length, run
+    ``r`` queried at ``lengths[r] - 1``, which the causal model makes exactly training on that
+    length). The sampler draws ``chunk`` steps at a time; a new chunk starts at every multiple
+    of ``chunk`` or when the generator or the set of runs changes, so the same generator state
+    always gives the same batches.
     """
 
     def __init__(
