@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from ccmc_lite.markov import TABLE1_OPTIONS
 from ccmc_lite.stored import Sweep
 from tools.ngram_tasks import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 
@@ -209,6 +210,18 @@ EXPERIMENTS: dict[str, Experiment] = {
             estimate="measured: 36 min wall with --workers 2 on a 2-core machine (shards of "
             "5 and 4 runs, 8000 steps each: 36 and 30 min)",
             shard_size=5,
+        ),
+        _markov(
+            "p2_fig4_table1_paper",
+            [(0.2, 0.3), (0.5, 0.8), (0.7, 0.9)],
+            tied=True,
+            depth=1,
+            estimate="measured: 54 min wall with --workers 2 on a 2-core machine (shards of "
+            "5 and 4 runs, 8000 steps each: 54 and 45 min)",
+            source="Makkuva et al. 2024, Fig. 4 with the model of its Table 1 (layer norm, "
+            "GELU) at the settings of Table 2",
+            shard_size=5,
+            model=TABLE1_OPTIONS,
         ),
         _markov(
             "p2_depth_paper",

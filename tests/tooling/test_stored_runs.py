@@ -327,7 +327,12 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
 # The Fig. 4 prefix trains for ~7 s: "slow", so the floor run (tests/book/test_floor.py) skips it;
 # it checks torch's arithmetic, which the floor does not change (torch is its exception).
 @pytest.mark.parametrize(
-    "name", ["p3_stagewise_paper", pytest.param("p2_fig4_paper", marks=pytest.mark.slow)]
+    "name",
+    [
+        "p3_stagewise_paper",
+        pytest.param("p2_fig4_paper", marks=pytest.mark.slow),
+        pytest.param("p2_fig4_table1_paper", marks=pytest.mark.slow),
+    ],
 )
 def test_a_prefix_of_a_stored_run_reproduces(name, declared):
     stored = load_stored(name)
