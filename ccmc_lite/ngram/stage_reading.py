@@ -1,9 +1,10 @@
 """Stages and head formation of stored Part III runs, read as the chapters read them.
 
 Varre et al. (2025, Sec. 5, Fig. 5) read a run's test loss as a staircase (unigram, bigram,
-trigram stages) and watch the first-layer heads form; :func:`stage_summary` does both for
-each run of a sweep (the stored paper-setting runs, :func:`ccmc_lite.stored.load_stored`),
-and :func:`stage_counts` counts, over seeds, what the stage-wise reading predicts.
+trigram stages) and watch the first-layer heads form; :func:`~ccmc_lite.ngram.stage_summary`
+does both for each run of a sweep (the stored paper-setting runs,
+:func:`ccmc_lite.stored.load_stored`), and :func:`~ccmc_lite.ngram.stage_counts` counts,
+over seeds, what the stage-wise reading predicts.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ anywhere the package is installed — Colab, Binder, a downloaded ``.ipynb``, a 
 without myst-nb, which is a book-build dependency only.
 
 * **Inside the book build** (the environment variable ``CCMC_BOOK_BUILD`` is ``1``; the book's
-  Sphinx extension and the chapter tests set it), :func:`~ccmc_lite.glue` writes exactly the
-  output that ``myst_nb.glue`` writes, so the build pastes the value into the prose.
+  Sphinx extension and the chapter tests set it), :func:`~ccmc_lite.teaching.glue` writes
+  exactly the output that ``myst_nb.glue`` writes, so the build pastes the value into the
+  prose.
 * **Anywhere else** it shows what a reader needs: the value when ``display=True``, and a figure even
   when ``display=False`` (in the book the figure appears where the prose pastes it; in a notebook it
   appears under its cell). Numbers glued with ``display=False`` are quoted by the prose only, so the
