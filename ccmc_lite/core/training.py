@@ -54,7 +54,7 @@ Batch = Any  # a tensor, or a (nested) tuple/list/dict of tensors with leading r
 #: Bytes one pass's block of attention scores may take: the runs of a step are split into
 #: passes (``TrainConfig.runs_per_pass``) so that the score blocks stay in the CPU's cache.
 PASS_BYTES = 32 * 2**20
-#: Queries per score block of the package's attention (``markov.ATTENTION_BLOCK``).
+#: Queries per score block of the package's attention (``markov.ATTENTION_BLOCK`` is this).
 ATTENTION_QUERIES = 64
 
 
@@ -127,13 +127,14 @@ def train_runs(
         first_loss, passes = None, None
         for step in range(n_steps):
             batch = _map(lambda t: t.to(dev), batch_fn(step, runs, gen))
-            if _leading_dim(batch) != n_runs:
-                raise ValueError(
-                    f"batch_fn must return tensors with leading dimension n_runs={n_runs}; "
-                    f"got {_leading_dim(batch)}"
-                )
+            lead = _leading_dims(batch)  # (first dimension, elements per run) of each tensor
+            if not lead or lead[0][0] != n_runs:
+                got = lead[0][0] if lead else -1
+                what = "batch_fn must return tensors with leading dimension n_runs"
+                raise ValueError(f"{what}={n_runs}; got {got}")
             if passes is None:  # chosen from the first batch
-                passes = _passes(config.runs_per_pass, batch, n_runs, dev, template)
+                tokens = max(per_run for _, per_run in lead)
+                passes = _passes(config.runs_per_pass, tokens, n_runs, dev, template)
             opt.zero_grad(set_to_none=True)
             parts = []
             for sl in passes:  # one forward and backward per pass; gradients add up in place
@@ -232,20 +233,19 @@ def _stop_if(bad: torch.Tensor, what: str, step: int, config: TrainConfig) -> No
 
 
 def _passes(
-    runs_per_pass: int | None, batch: Batch, n_runs: int, device: torch.device, model: nn.Module
+    runs_per_pass: int | None, tokens: int, n_runs: int, device: torch.device, model: nn.Module
 ) -> list[slice]:
     """Slices of the run axis of ``runs_per_pass`` runs; ``None``: on the CPU, as many as
-    keep a pass's block of attention scores (``4 * ATTENTION_QUERIES`` bytes per token) in
-    ``PASS_BYTES``; one pass for dropout, whose draws would depend on the split."""
+    keep a pass's block of attention scores (``4 * ATTENTION_QUERIES`` bytes per token of a
+    run's batch, ``tokens``) in ``PASS_BYTES``; one pass for dropout, whose draws would
+    depend on the split."""
     size = runs_per_pass
     if size is None:
         random = any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
         if device.type != "cpu" or random:
             size = n_runs
         else:
-            sizes: list[int] = []  # tokens per run of each tensor of the batch
-            _map(lambda t: sizes.append(t[0].numel()), batch)
-            size = PASS_BYTES // (4 * ATTENTION_QUERIES * max(sizes))
+            size = PASS_BYTES // (4 * ATTENTION_QUERIES * tokens)
     starts = list(range(0, n_runs, max(size, 2)))
     if len(starts) > 1 and n_runs - starts[-1] == 1:
         starts.pop()  # no pass of one run: a lone run takes other kernels (other rounding)
@@ -266,11 +266,11 @@ def _map(fn: Callable[[torch.Tensor], Any], x: Batch) -> Batch:
     )
 
 
-def _leading_dim(batch: Batch) -> int:
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.ndim else -1
-    items = list(batch.values()) if isinstance(batch, dict) else batch
-    return _leading_dim(items[0]) if items else -1
+def _leading_dims(batch: Batch) -> list[tuple[int, int]]:
+    """``(first dimension, elements per run)`` of every tensor of ``batch``, in order."""
+    out: list[tuple[int, int]] = []
+    _map(lambda t: out.append((int(t.shape[0]), t[0].numel()) if t.ndim else (-1, 1)), batch)
+    return out
 
 
 def _checked_loss(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:

@@ -352,7 +352,7 @@ def test_passes_never_leave_one_run_alone(runs_per_pass, n_runs, sizes):
     the split never makes one, unless the program has a single run."""
     from ccmc_lite.core.training import _passes
 
-    got = _passes(runs_per_pass, torch.zeros(n_runs, 3), n_runs, torch.device("cpu"), TiedMLP())
+    got = _passes(runs_per_pass, 3, n_runs, torch.device("cpu"), TiedMLP())
     assert [s.stop - s.start for s in got] == sizes
     assert got[0].start == 0 and got[-1].stop == n_runs
 
@@ -362,14 +362,13 @@ def test_default_passes_hold_the_attention_scores_of_a_cache_budget():
     PASS_BYTES (32 MiB): at the paper's Part II batch (16 x 1025 tokens), 7 runs."""
     from ccmc_lite.core.training import PASS_BYTES, _passes
 
-    batch = torch.zeros(81, 16, 1025, dtype=torch.long)
-    got = _passes(None, batch, 81, torch.device("cpu"), TiedMLP())
+    got = _passes(None, 16 * 1025, 81, torch.device("cpu"), TiedMLP())
     assert PASS_BYTES // (4 * 64 * 16 * 1025) == 7
     assert [s.stop - s.start for s in got] == [7] * 11 + [4]
-    small = _passes(None, torch.zeros(81, 8, 33), 81, torch.device("cpu"), TiedMLP())
+    small = _passes(None, 8 * 33, 81, torch.device("cpu"), TiedMLP())
     assert small == [slice(0, 81)]  # short sequences: every run in one pass
     dropout = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1))
-    assert _passes(None, batch, 81, torch.device("cpu"), dropout) == [slice(0, 81)]
+    assert _passes(None, 16 * 1025, 81, torch.device("cpu"), dropout) == [slice(0, 81)]
 
 
 def test_shards_start_where_the_whole_sweep_starts():
