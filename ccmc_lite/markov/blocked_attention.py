@@ -23,7 +23,7 @@ from ..core.validation import as_tensor, check_finite_result, check_size
 __all__ = ["ATTENTION_BLOCK", "blocked_causal_attention", "check_attention_inputs"]
 
 #: Query-block length of :func:`blocked_causal_attention` (32-64 is fastest on a CPU); the
-#: trainer sizes its passes by the same block (:data:`ccmc_lite.core.training.ATTENTION_QUERIES`).
+#: trainer sizes its passes by the same block (``core.training.ATTENTION_QUERIES``).
 ATTENTION_BLOCK = ATTENTION_QUERIES
 
 
