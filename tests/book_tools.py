@@ -437,9 +437,9 @@ def _with_setup(nb):
     return out
 
 
-#: Niceness of the student notebooks' kernels. They run while the book builds, and the
-#: build, then the browser tests, decide when the session ends: students yield the CPU.
-STUDENT_NICENESS = 10
+#: Niceness of the student notebooks' kernels. They run beside the chapters and the book
+#: build, which decide when the session ends: students take only the CPU left over.
+STUDENT_NICENESS = 19
 
 
 def lower_priority(pid: int, niceness: int) -> None:
@@ -624,6 +624,7 @@ def execute_student(chapter: Path) -> ExecutedNotebook:
 SELECTED: list[tuple[str, Path]] = []
 _POOL: dict[tuple[str, Path], concurrent.futures.Future] = {}
 _EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
+_STUDENT_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 _JOBS = {"chapter": execute_chapter, "student": execute_student}
 
 
@@ -656,8 +657,7 @@ def _run_job(kind: str, path: Path) -> ExecutedNotebook:
     ensure_reader_venv()  # once (locked); the first job of the pool creates it
     chapter = _POOL.get(("chapter", path))
     if kind == "student" and chapter is not None:
-        # Its chapter started earlier (the queue is first in, first out) but may still run
-        # on the other kernel: wait for the training results it stores.
+        # Its chapter may still run: wait for the training results it stores.
         concurrent.futures.wait([chapter])
     start = time.perf_counter()
     try:
@@ -667,19 +667,27 @@ def _run_job(kind: str, path: Path) -> ExecutedNotebook:
 
 
 def start_pool(extra: tuple[str, Path] | None = None) -> None:
-    """Submit every selected notebook (and ``extra``) that is not yet queued, longest first."""
-    global _EXECUTOR
+    """Submit every selected notebook (and ``extra``) that is not yet queued, longest first.
+
+    Chapters run ``KERNELS`` at a time, longest first (shortest tail). Student notebooks
+    have lanes of their own, as many, at the lowest priority (:data:`STUDENT_NICENESS`):
+    each starts once its chapter has run (it replays that chapter's training from the
+    result cache), in the chapters' order, and takes only the CPU the chapters, the unit
+    tests and the book build leave.
+    """
+    global _EXECUTOR, _STUDENT_EXECUTOR
     if _EXECUTOR is None:
         shutil.rmtree(RESULT_CACHE_DIR, ignore_errors=True)  # replays come from this session only
         _EXECUTOR = concurrent.futures.ThreadPoolExecutor(KERNELS, "ccmc-kernel")
+        _STUDENT_EXECUTOR = concurrent.futures.ThreadPoolExecutor(KERNELS, "ccmc-student")
+    assert _STUDENT_EXECUTOR is not None
     jobs = [k for k in SELECTED if k not in _POOL]
     if extra is not None and extra not in _POOL and extra not in jobs:
         jobs.append(extra)
-    # Chapters first, longest first (shortest tail); then the student notebooks, which
-    # replay their chapter's training from the result cache instead of training again.
-    jobs.sort(key=lambda k: (k[0] == "student", -_expected_seconds(*k)))
+    jobs.sort(key=lambda k: -_expected_seconds("chapter", k[1]))
     for job in jobs:
-        _POOL[job] = _EXECUTOR.submit(_run_job, *job)
+        executor = _STUDENT_EXECUTOR if job[0] == "student" else _EXECUTOR
+        _POOL[job] = executor.submit(_run_job, *job)
     if BUILD_WANTED:
         chapters = [f for (kind, _), f in _POOL.items() if kind == "chapter"]
         for future in chapters:
@@ -741,8 +749,9 @@ def notebook_result(kind: str, path: Path) -> ExecutedNotebook:
 
 
 def shutdown_pool() -> None:
-    if _EXECUTOR is not None:
-        _EXECUTOR.shutdown(wait=True, cancel_futures=True)
+    for executor in (_EXECUTOR, _STUDENT_EXECUTOR):
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
     proc = _BUILD.get("proc")
     if proc is not None and proc.poll() is not None and hasattr(proc, "started_at"):
         ended = getattr(proc, "ended_at", time.time())  # when a test first had it

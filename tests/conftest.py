@@ -9,7 +9,8 @@
   chapters; their subprocesses start right after collection, in a background thread.
 * The chapter and student-notebook tests (markers ``chapter`` and ``student``) that survive
   selection are handed to ``book_tools``, whose pool starts executing them in the reader's
-  environment, two kernels at a time, right after collection, while the unit tests run.
+  environment right after collection, while the unit tests run: chapters two kernels at a
+  time, each student notebook after its chapter, at the lowest CPU priority.
 * Chapter run times are written to ``_build/chapter_timings.json`` for the benchmarks and
   the instructor page; student-notebook run times to ``_build/student_timings.json``.
 """
