@@ -106,6 +106,27 @@ def test_part_one_simulations_and_fits_replay_and_a_figure_never_does(
     assert set(tmp_path.glob("*.pt")) == stored
 
 
+def test_part_three_gradient_norms_replay_per_model(tmp_path, monkeypatch, capsys):
+    """A gradient norm at a parameter point replays; another point's is computed."""
+    from ccmc_lite import ngram
+
+    monkeypatch.setenv(RESULT_CACHE_ENV, str(tmp_path))
+    batch = ngram.sample_batch(ngram.NGramTask(S=5, n=3, T=16), 64, seed=1)
+
+    def at(c):
+        model = ngram.SimplifiedTransformer(5, 16, 2)
+        ngram.load_parameters(model, ngram.theta_star(2, S=5, T=16, n_heads=2, c=c))
+        return ngram.gradient_norm(model, batch.tokens, batch.target)
+
+    first = at(4.0)
+    assert "replayed" not in capsys.readouterr().out
+    again = at(4.0)
+    assert "replayed from the result cache" in capsys.readouterr().out
+    assert again.estimate == first.estimate
+    other = at(5.0)
+    assert "replayed" not in capsys.readouterr().out and other.estimate != first.estimate
+
+
 def test_a_call_that_draws_from_the_global_state_is_keyed_by_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(RESULT_CACHE_ENV, str(tmp_path))
     noisy = replayable(lambda n: (torch.rand(n), np.random.rand(), random.random()))  # noqa: NPY002
@@ -262,7 +283,7 @@ def test_install_binds_the_wrapper_wherever_the_function_is_reachable(installed)
 
     for where in ("ccmc_lite.train_runs", "ccmc_lite.core.train_runs",
                   "ccmc_lite.core.training.train_runs", "ccmc_lite.ccmc.sample_trajectories",
-                  "ccmc_lite.ccmc.mle.fit_newton"):  # fmt: skip
+                  "ccmc_lite.ccmc.mle.fit_newton", "ccmc_lite.ngram.gradient_norm"):  # fmt: skip
         assert where in installed
     assert ccmc_lite.markov.runs.train_runs is ccmc_lite.train_runs  # one wrapper for all
     assert ccmc_lite.train_runs.__wrapped__.__module__ == "ccmc_lite.core.training"
