@@ -1,15 +1,16 @@
 """Replay a computation from a result cache instead of running it again (opt-in).
 
-A test session executes every chapter and then every student notebook (the chapter less
-its solutions); a class runs the same chapters many times on one server. Both spend their
-time on the same training calls with the same inputs. :func:`install` wraps the package's
-long computations — :func:`ccmc_lite.train_runs` (so every trainer of the book), Part I's
+A test session executes every chapter and every student notebook (the chapter less its
+solutions); a class runs the same chapters many times on one server. Both spend their time
+on the same training calls with the same inputs. :func:`install` wraps the package's long
+computations — :func:`ccmc_lite.train_runs` (so every trainer of the book), Part I's
 :func:`ccmc_lite.ccmc.sample_trajectories` and :func:`ccmc_lite.ccmc.fit_newton`, and Part
-III's :func:`ccmc_lite.ngram.gradient_norm` (see :data:`REPLAYED`) — so that, with the environment variable ``CCMC_RESULT_CACHE`` naming a
-folder, a call whose inputs were seen before in that folder returns the stored result. The
-package itself knows nothing of this: the test harness installs it in its notebook kernels
-through an IPython extension (``%load_ext tools.replay``, or ``c.InteractiveShellApp.
-extensions = ["tools.replay"]`` in a kernel's configuration; see the instructors' page).
+III's :func:`ccmc_lite.ngram.gradient_norm` (see :data:`REPLAYED`) — so that, with the
+environment variable ``CCMC_RESULT_CACHE`` naming a folder, a call whose inputs were seen
+before in that folder returns the stored result. The package itself knows nothing of this:
+the test harness installs it in its notebook kernels through an IPython extension
+(``%load_ext tools.replay``, or ``c.InteractiveShellApp.extensions = ["tools.replay"]`` in
+a kernel's configuration; see the instructors' page).
 
 **What "the same inputs" means.** A call is identified by :func:`fingerprint` of
 
