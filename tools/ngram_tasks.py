@@ -158,20 +158,15 @@ def sweep_task(
     )
     eps = check_float("settings['eps']", settings.get("eps", 1e-8), minimum=0.0, open_lower=True)
     map_last = check_int("settings['map_last']", settings.get("map_last", 12), minimum=1)
-    n_grad = check_int("settings['grad_sequences']", settings.get("grad_sequences", 0), minimum=0)
 
     task = NGramTask(S=S, n=n, T=T, alpha=alpha)
     prefix = stop_after is not None
-    eval_fn = levels = None
+    eval_fn = levels = tx = ty = None
     if not prefix:
         tx, ty, eval_fn, levels = _test_data(
             task, settings, default_seed=2025, device=device, eps=eps
         )
-        if n_grad > tx.shape[0]:
-            raise ValueError(
-                f"settings['grad_sequences'] ({n_grad}) must not exceed "
-                f"settings['test_sequences'] ({tx.shape[0]})"
-            )
+    n_grad = _grad_sequences(settings, tx)
     config = TrainConfig(
         steps=steps,
         lr=lr,
@@ -204,6 +199,7 @@ def sweep_task(
     att = first_layer_attention(result.checkpoints[ck_steps[-1]]["A1"]).double()
     out["final_attention"] = att[..., lo:, lo:].numpy()
     if n_grad:
+        assert tx is not None and ty is not None  # not a prefix: the test set was drawn
         _, out["test_grad_norm"] = checkpoint_gradient_norms(
             result, tx[:n_grad], ty[:n_grad], eps=eps
         )
@@ -213,6 +209,17 @@ def sweep_task(
         "levels": levels,
     }
     return out
+
+
+def _grad_sequences(settings: Any, tx: torch.Tensor | None) -> int:
+    """``settings['grad_sequences']`` (default 0), at most the number of test sequences."""
+    n_grad = check_int("settings['grad_sequences']", settings.get("grad_sequences", 0), minimum=0)
+    if tx is not None and n_grad > tx.shape[0]:
+        raise ValueError(
+            f"settings['grad_sequences'] ({n_grad}) must not exceed "
+            f"settings['test_sequences'] ({tx.shape[0]})"
+        )
+    return n_grad
 
 
 def _loss_summary(result: Any, head: int, every: int | None) -> dict[str, Any]:
@@ -275,6 +282,8 @@ _KNOWN_ATTENTION_ONLY = {
     "eval_every",
     "checkpoint_every",
     "map_sequences",
+    "mlp",
+    "grad_sequences",
     "head",
     "stop_after",
 }
@@ -296,9 +305,10 @@ def attention_only_task(
     ``test_sequences`` (:data:`PAPER_ATTENTION_ONLY` holds the chapter's values), and
     optionally ``test_seed`` (default 7, as in the chapter), ``eval_every`` (default
     ``steps // 64``), ``checkpoint_every`` (default ``steps // 16``), ``map_sequences``
-    (test sequences the attention maps are averaged over, default 256), ``head`` and
-    ``stop_after`` as in :func:`sweep_task`. The optimiser is AdamW ``(0.9, 0.999)`` with a
-    constant learning rate. ``runs``: one record per seed.
+    (test sequences the attention maps are averaged over, default 256), ``mlp`` (hidden
+    width of the MLP after each layer, default 0: attention-only; App. I.3's Fig. 7),
+    ``grad_sequences``, ``head`` and ``stop_after`` as in :func:`sweep_task`. The optimiser
+    is AdamW ``(0.9, 0.999)`` with a constant learning rate. ``runs``: one record per seed.
 
     Returns per run: ``train_loss_head``, ``train_loss_avg``, ``grad_norm_avg`` and
     ``test_loss`` as :func:`sweep_task`; ``offset_weight`` ``(R, C, H, n - 1)``, the weight
@@ -306,8 +316,9 @@ def attention_only_task(
     the first-layer maps averaged over the ``map_sequences`` test sequences (here attention
     depends on the input); ``maps`` ``(R, 3, H, T, T)``, those averaged maps at the second
     checkpoint, the one a quarter of the way, and the last (the chapter's Fig. 4b, 4d
-    columns; rounded to 4 decimals). ``shared``: ``eval_steps``, ``checkpoint_steps``,
-    ``map_steps`` and the add-``α`` k-gram ``levels`` on the test set.
+    columns; rounded to 4 decimals); with ``grad_sequences``, ``test_grad_norm`` ``(R, C)`` as
+    :func:`sweep_task`. ``shared``: ``eval_steps``, ``checkpoint_steps``, ``map_steps`` and the
+    add-``α`` k-gram ``levels`` on the test set.
     """
     first_run = check_task_args(settings, runs, first_run)
     _check_known(settings, _KNOWN_ATTENTION_ONLY)
@@ -326,12 +337,14 @@ def attention_only_task(
         "settings['checkpoint_every']", settings.get("checkpoint_every", steps // 16), minimum=1
     )
     n_maps = check_int("settings['map_sequences']", settings.get("map_sequences", 256), minimum=1)
+    mlp = check_int("settings['mlp']", settings.get("mlp", 0), minimum=0)
 
     task = NGramTask(S=S, n=n, T=T, alpha=alpha)
     prefix = stop_after is not None
-    eval_fn = levels = tx = None
+    eval_fn = levels = tx = ty = None
     if not prefix:
-        tx, _, eval_fn, levels = _test_data(task, settings, default_seed=7, device=device)
+        tx, ty, eval_fn, levels = _test_data(task, settings, default_seed=7, device=device)
+    n_grad = _grad_sequences(settings, tx)
     config = TrainConfig(
         steps=steps,
         lr=lr,
@@ -345,7 +358,7 @@ def attention_only_task(
         progress=False,
     )
     result = train_runs(
-        lambda: AttentionOnlyTransformer(S, T, heads, embedding=embedding),
+        lambda: AttentionOnlyTransformer(S, T, heads, embedding=embedding, mlp=mlp),
         make_loss_fn(),
         NGramStream(task, batch),
         n_runs=len(runs),
@@ -372,6 +385,9 @@ def attention_only_task(
     out["offset_weight"] = _offset_weights(maps, n)
     picks = [1, len(ck_steps) // 4, len(ck_steps) - 1]
     out["maps"] = np.round(maps[:, picks].double().numpy(), 4)
+    if n_grad:
+        assert ty is not None  # not a prefix: the test set was drawn
+        _, out["test_grad_norm"] = checkpoint_gradient_norms(result, tx[:n_grad], ty[:n_grad])
     out["shared"] = {
         "eval_steps": [int(s) for s in result.eval_steps],
         "checkpoint_steps": [int(s) for s in ck_steps],

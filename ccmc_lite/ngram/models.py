@@ -9,7 +9,8 @@
   sequence.
 * :class:`~ccmc_lite.ngram.AttentionOnlyTransformer` — the general (non-disentangled) attention-only
   transformer of App. I.1: one-hot or learned token and position embeddings, heads and skip
-  connections *added*, a linear read-out and a softmax.
+  connections *added*, a linear read-out and a softmax; optionally a ReLU MLP after each layer
+  (``mlp``, the "transformers with MLP layers" of App. I.3, Fig. 7).
 * :func:`~ccmc_lite.ngram.theta_star` — the construction θ*^k of eqs. (8a)–(8c) in the factorised
   form of App. A, eqs. (10a)–(10d), with scale ``c``: head ``h <= k-1`` copies the ``(-h)``-token
   and the second layer compares ``(k-1)``-histories, so ``p_θ`` tends to the k-gram estimator as ``c
@@ -162,6 +163,7 @@ class SimplifiedTransformer(nn.Module):
         *,
         d: int | None = None,
         init_scale: float = 1.0,
+        mlp: int = 0,
     ) -> None:
         super().__init__()
         self.S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
@@ -297,6 +299,12 @@ class AttentionOnlyTransformer(nn.Module):
     init_scale : float
         Initial ``Q, K, V`` entries are ``N(0, init_scale^2 / d)``; the read-out ``W``
         starts at zero (uniform prediction).
+    mlp : int
+        Hidden width of a ReLU MLP added after every attention layer,
+        ``r_ℓ <- r_ℓ + W_out relu(W_in r_ℓ + b_in) + b_out`` (``nn.Linear``'s initialisation);
+        0 (the default) keeps the model attention-only. App. I.3's Fig. 7 trains "transformers
+        with MLP layers"; App. F.1 motivates them (an MLP can turn the counts that attention
+        averages into logits).
     """
 
     onehot_table: torch.Tensor  # buffer registered in __init__ for one-hot embeddings
@@ -310,6 +318,7 @@ class AttentionOnlyTransformer(nn.Module):
         embedding: str = "onehot",
         d: int | None = None,
         init_scale: float = 1.0,
+        mlp: int = 0,
     ) -> None:
         super().__init__()
         self.S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
@@ -339,6 +348,20 @@ class AttentionOnlyTransformer(nn.Module):
             [nn.Parameter(sd * torch.randn(h, self.d, self.d)) for h in self.heads]
         )
         self.W = nn.Parameter(torch.zeros(self.d, S))
+        self.mlp = check_size("mlp", mlp, minimum=0)
+        if self.mlp * self.d * len(self.heads) > DEFAULT_LIMITS["elements"]:
+            raise ValueError(
+                f"mlp={self.mlp} at width d={self.d} gives {self.mlp * self.d * len(self.heads)} "
+                f"weights per matrix stack, above DEFAULT_LIMITS['elements']"
+            )
+        self.mlps = nn.ModuleList(
+            [
+                nn.Sequential(nn.Linear(self.d, self.mlp), nn.ReLU(), nn.Linear(self.mlp, self.d))
+                for _ in self.heads
+            ]
+            if self.mlp
+            else []
+        )
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """``r_0``, shape ``(B, T', d)``."""
@@ -353,10 +376,15 @@ class AttentionOnlyTransformer(nn.Module):
         """Attention maps of every layer, each ``(B, H_ℓ, T', T')``."""
         r = self.embed(tokens)
         maps = []
-        for Q, K, V in zip(self.Q, self.K, self.V, strict=True):
+        for layer, (Q, K, V) in enumerate(zip(self.Q, self.K, self.V, strict=True)):
             att, r = self._layer(r, Q, K, V)
+            r = self._mlp(layer, r)
             maps.append(att)
         return maps
+
+    def _mlp(self, layer: int, r: torch.Tensor) -> torch.Tensor:
+        """``r + MLP_ℓ(r)`` when the model has MLP layers, else ``r``; shape kept."""
+        return r + self.mlps[layer](r) if self.mlp else r
 
     @staticmethod
     def _layer(
@@ -377,14 +405,16 @@ class AttentionOnlyTransformer(nn.Module):
         tokens = check_model_tokens("tokens", tokens, self)
         r = self.embed(tokens)
         layers = list(zip(self.Q, self.K, self.V, strict=True))
-        for Q, K, V in layers[:-1]:
+        for layer, (Q, K, V) in enumerate(layers[:-1]):
             _, r = self._layer(r, Q, K, V)
+            r = self._mlp(layer, r)
         # the last layer is only needed at the last query position
         Q, K, V = layers[-1]
         q = torch.einsum("bd,hde->bhe", r[:, -1], Q.transpose(1, 2) @ K)  # (B, H, d)
         att = torch.softmax(torch.einsum("bhe,bte->bht", q, r), dim=-1)  # (B, H, T)
         vals = torch.einsum("bht,btd,hed->be", att, r, V)  # (B, d): sum over heads
-        return torch.softmax((r[:, -1] + vals) @ self.W, dim=-1)
+        last = self._mlp(len(layers) - 1, r[:, -1] + vals)  # (B, d)
+        return torch.softmax(last @ self.W, dim=-1)
 
 
 # --------------------------------------------------------------------------- constructions

@@ -268,6 +268,45 @@ def test_attention_only_forward_matches_the_plain_formula():
         torch.testing.assert_close(m(x), torch.softmax(r[:, -1] @ m.W, -1), atol=1e-5, rtol=0)
 
 
+def test_mlp_layers_follow_the_plain_formula():
+    """With ``mlp`` hidden units, each layer adds ``W_out relu(W_in r + b_in) + b_out`` to
+    the residual stream after its attention (App. I.3's "transformers with MLP layers")."""
+    torch.manual_seed(1)
+    m = AttentionOnlyTransformer(3, 12, (2, 1), embedding="onehot", mlp=7)
+    with torch.no_grad():
+        m.W.normal_()
+    assert [tuple(mlp[0].weight.shape) for mlp in m.mlps] == [(7, 15), (7, 15)]
+    x = _tokens(S=3, T=12, B=8)
+    r = m.embed(x)
+    for layer, (Q, K, V) in enumerate(zip(m.Q, m.K, m.V, strict=True)):
+        q = torch.einsum("btd,hed->bhte", r, Q)
+        k = torch.einsum("btd,hed->bhte", r, K)
+        v = torch.einsum("btd,hed->bhte", r, V)
+        r = r + (_causal_softmax(q @ k.transpose(-1, -2)) @ v).sum(1)
+        W_in, b_in = m.mlps[layer][0].weight, m.mlps[layer][0].bias
+        W_out, b_out = m.mlps[layer][2].weight, m.mlps[layer][2].bias
+        r = r + torch.relu(r @ W_in.T + b_in) @ W_out.T + b_out
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), torch.softmax(r[:, -1] @ m.W, -1), atol=1e-5, rtol=0)
+        plain = AttentionOnlyTransformer(3, 12, (2, 1), embedding="onehot")
+        assert len(plain.mlps) == 0 and plain.mlp == 0
+        plain.load_state_dict(m.state_dict(), strict=False)  # same attention weights
+        # the first layer's MLP changes what the second layer attends to, not the first
+        with_mlp, without = m.attention(x), plain.attention(x)
+        torch.testing.assert_close(with_mlp[0], without[0])
+        assert not torch.allclose(with_mlp[1], without[1], atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "mlp, error, match",
+    [(-1, ValueError, "mlp"), (2.5, TypeError, "mlp"), (True, TypeError, "mlp"),
+     (10**8, ValueError, "mlp")],
+)  # fmt: skip
+def test_mlp_width_is_checked(mlp, error, match):
+    with pytest.raises(error, match=match):
+        AttentionOnlyTransformer(3, 12, (2, 1), mlp=mlp)
+
+
 @pytest.mark.parametrize("offsets", [(1,), (2,), (1, 2)])
 def test_subset_construction_tends_to_the_subset_estimator(offsets):
     from ccmc_lite.ngram import subset_estimator, theta_star_subset

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TASK = "tools.ngram_tasks:sweep_task"
 MARKOV_TASK = "tools.markov_tasks:sweep_task"
 TINY = dict(S=3, n=3, T=8, alpha=0.5, heads=2, steps=8, lr=0.01, batch=4, test_sequences=16)
-PREFIX = 20  # training steps re-run from the stored file
+PREFIX = 8  # training steps re-run from the stored file (a kernel change shows in the first)
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +226,21 @@ def test_attention_only_task_shapes_maps_and_determinism(embedding):
     np.testing.assert_allclose(a.arrays["test_loss"][:, 0], np.log(3), rtol=1e-6)
 
 
+def test_attention_only_task_with_mlp_layers_measures_the_test_gradient():
+    """Fig. 7's runs: MLP layers, and the test-loss gradient at every checkpoint."""
+    settings = {**TINY_AO, "mlp": 5, "grad_sequences": 8, "checkpoint_every": 8}
+    a = run_sweep(Sweep("ao", "tools.ngram_tasks:attention_only_task", settings, [{"run": 0}], 1))
+    assert a.arrays["test_grad_norm"].shape == (1, 3)  # checkpoints 0, 8, 16
+    # an unbiased estimate from two halves, clipped at 0 (8 sequences: noisy)
+    assert np.all(a.arrays["test_grad_norm"] >= 0) and a.arrays["test_grad_norm"][0, 0] > 0
+    plain = run_sweep(Sweep("ao", "tools.ngram_tasks:attention_only_task", settings | {"mlp": 0},
+                            [{"run": 0}], 1))  # fmt: skip
+    assert not np.array_equal(plain.arrays["test_loss"], a.arrays["test_loss"])
+    with pytest.raises(ValueError, match="grad_sequences"):
+        run_sweep(Sweep("ao", "tools.ngram_tasks:attention_only_task",
+                        settings | {"grad_sequences": 17}, [{"run": 0}], 1))  # fmt: skip
+
+
 def test_plateau_task_reads_attention_up_to_each_runs_length():
     sweep = Sweep("pl", "tools.ngram_tasks:plateau_task", TINY_PL, PL_RUNS, 3)
     a = run_sweep(sweep)
@@ -302,8 +317,10 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
         assert {k: stored.sweep.settings[k] for k in paper} == paper
     elif sweep.task.endswith(":attention_only_task"):  # App. I.1 as the chapter runs it
         st = stored.sweep.settings
+        # Fig. 7 (MLP layers): S, T and the data as its caption and Sec. 5; a smaller test set
+        fig7 = {"S": 5, "T": 64, "alpha": 0.5, "test_sequences": 2**14} if st.get("mlp") else {}
         assert {k: st[k] for k in PAPER_ATTENTION_ONLY if k != "embedding"} == {
-            k: v for k, v in PAPER_ATTENTION_ONLY.items() if k != "embedding"
+            k: v for k, v in {**PAPER_ATTENTION_ONLY, **fig7}.items() if k != "embedding"
         }
         assert stored.arrays["maps"].shape[1:] == (3, st["heads"][0], st["T"], st["T"])
         assert stored.shared["eval_steps"][-1] == st["steps"]
@@ -324,12 +341,13 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
         assert stored.shared["eval_steps"][-1] == st["steps"]
 
 
-# The Fig. 4 prefix trains for ~7 s: "slow", so the floor run (tests/book/test_floor.py) skips it;
-# it checks torch's arithmetic, which the floor does not change (torch is its exception).
+# The larger prefixes are "slow", so the floor run (tests/book/test_floor.py) skips them; they
+# check torch's arithmetic, which the floor does not change (torch is its exception).
 @pytest.mark.parametrize(
     "name",
     [
         "p3_stagewise_paper",
+        pytest.param("p3_mlp_paper", marks=pytest.mark.slow),
         pytest.param("p2_fig4_paper", marks=pytest.mark.slow),
         pytest.param("p2_fig4_table1_paper", marks=pytest.mark.slow),
     ],
