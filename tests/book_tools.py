@@ -628,15 +628,13 @@ _STUDENT_EXECUTOR: concurrent.futures.ThreadPoolExecutor | None = None
 _JOBS = {"chapter": execute_chapter, "student": execute_student}
 
 
-def _expected_seconds(kind: str, path: Path) -> float:
+def _chapter_seconds(path: Path) -> float:
+    """The chapter's measured run time (``benchmarks/results.json``), 0 if none."""
     results = ROOT / "benchmarks" / "results.json"
     if not results.exists():
         return 0.0
     data = json.loads(results.read_text())
-    chapter = data.get(f"chapter_book_s[{rel(path)}]", 0.0)
-    if kind == "student":  # a replaying student notebook's own time, where one was measured
-        return float(data.get(f"student_notebook_s[{rel(path)}]", chapter) or 0.0)
-    return float(chapter or 0.0)
+    return float(data.get(f"chapter_book_s[{rel(path)}]", 0.0) or 0.0)
 
 
 #: When each pool job and the book build ran, in seconds since the pool started: written
@@ -684,7 +682,7 @@ def start_pool(extra: tuple[str, Path] | None = None) -> None:
     jobs = [k for k in SELECTED if k not in _POOL]
     if extra is not None and extra not in _POOL and extra not in jobs:
         jobs.append(extra)
-    jobs.sort(key=lambda k: -_expected_seconds("chapter", k[1]))
+    jobs.sort(key=lambda k: -_chapter_seconds(k[1]))  # a student notebook in its chapter's place
     for job in jobs:
         executor = _STUDENT_EXECUTOR if job[0] == "student" else _EXECUTOR
         _POOL[job] = executor.submit(_run_job, *job)

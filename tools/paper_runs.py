@@ -81,11 +81,6 @@ def _attention_only(embedding: str, estimate: str) -> Experiment:
     return Experiment(Sweep(name, task, settings, runs, seed=1), source, estimate)
 
 
-#: Fig. 7's MLP width (4 d, d = S + T the one-hot width) and training length.
-MLP_WIDTH = 4 * (5 + 64)
-MLP_STEPS = 4096
-
-
 def _with_mlp(estimate: str) -> Experiment:
     # Varre et al. (2025), App. I.3, Fig. 7: "transformers with MLP layers", S = 5, L = 64,
     # a trigram. The caption gives no other setting: the data are Sec. 5's (alpha = 0.5),
@@ -95,16 +90,16 @@ def _with_mlp(estimate: str) -> Experiment:
     # measured at every checkpoint: a forward pass of this model over 2^16 sequences costs
     # about a minute of one core, so App. I.1's 2^16 test sequences at 64 evaluations would
     # have cost hours. Two seeds, one per worker.
+    S, T, steps = 5, 64, PAPER_ATTENTION_ONLY["steps"]
     settings = {
         **PAPER_ATTENTION_ONLY,
-        "S": 5,
-        "T": 64,
+        "S": S,
+        "T": T,
         "alpha": 0.5,
-        "mlp": MLP_WIDTH,
-        "steps": MLP_STEPS,
+        "mlp": 4 * (S + T),  # 4 d, d = S + T the one-hot width
         "test_sequences": 2**14,
-        "eval_every": MLP_STEPS // 32,
-        "checkpoint_every": MLP_STEPS // 32,
+        "eval_every": steps // 32,
+        "checkpoint_every": steps // 32,
         "grad_sequences": 2048,
     }
     runs = [{"run": r} for r in range(2)]
