@@ -32,7 +32,7 @@ from typing import Any
 from .teaching import plotting
 from .core.devices import default_device, resolve_device
 from .teaching.gluing import glue
-from .core.profiles import PROFILE_ENV, by_profile, current_profile, profile_banner
+from .core.profiles import PROFILE_ENV, by_profile, current_profile
 from .core.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
 from .core.batched import TrainResult
 from .core.train_config import TrainConfig
@@ -54,7 +54,6 @@ __all__ = [
     "glue",
     "numpy_rng",
     "plotting",
-    "profile_banner",
     "resolve_device",
     "seed_everything",
     "torch_generator",

@@ -6,8 +6,7 @@ settings reported by the papers. One environment variable chooses::
 
     CCMC_PROFILE=paper python3 dev.py book
 
-Chapters pick their settings with :func:`~ccmc_lite.core.by_profile` and state the active profile
-with :func:`~ccmc_lite.core.profile_banner`.
+Chapters pick their settings with :func:`~ccmc_lite.core.by_profile`.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import TypeVar
 
 from .validation import check_choice
 
-__all__ = ["PROFILES", "PROFILE_ENV", "by_profile", "current_profile", "profile_banner"]
+__all__ = ["PROFILES", "PROFILE_ENV", "by_profile", "current_profile"]
 
 #: The environment variable that picks the profile.
 PROFILE_ENV = "CCMC_PROFILE"
@@ -48,17 +47,3 @@ def by_profile(book: T, paper: T, *, profile: str | None = None) -> T:
     """Return ``book`` or ``paper`` according to the active (or given) profile."""
     name = current_profile() if profile is None else check_choice("profile", profile, PROFILES)
     return book if name == "book" else paper
-
-
-def profile_banner(settings: dict | None = None, *, profile: str | None = None) -> str:
-    """A one-paragraph statement of the profile a chapter runs, with its settings.
-
-    Chapters ``print`` it before training so the rendered book says what was run.
-    """
-    name = current_profile() if profile is None else check_choice("profile", profile, PROFILES)
-    other = "paper" if name == "book" else "book"
-    text = f"Profile: {name!r} (set {PROFILE_ENV}={other} to run the {other} profile)."
-    if settings:
-        items = ", ".join(f"{k}={v}" for k, v in settings.items())
-        text += f"\nSettings: {items}"
-    return text

@@ -60,7 +60,6 @@ __all__ = [
     "lifted_stationary",
     "lifted_transition_matrix",
     "log_uniform",
-    "next_token_probs",
     "sample_batch",
     "sample_sequences",
     "sample_transitions",
@@ -597,29 +596,6 @@ def sample_urn(
     post += a[:, None]  # (N, S)
     target = torch.softmax(_log_gamma(post, gen), dim=-1)  # posterior draw of the row
     return tokens.reshape(*shape, T), target.reshape(*shape, S)
-
-
-def next_token_probs(
-    P: torch.Tensor, tokens: torch.Tensor, *, n: int | None = None
-) -> torch.Tensor:
-    """True next-token law ``P[x_{t-n+2}, ..., x_t, :]`` at every position with a full history.
-
-    ``P``: ``(B, S, ..., S)``; ``tokens``: ``(B, T)``. Returns ``(B, T, S)``; positions
-    without a full ``(n-1)``-history hold NaN-free uniform rows and should not be used
-    (:func:`sample_sequences` returns the exact laws there). ``n`` (the order) is read from
-    the shape unless given; it is required when ``B == S`` (see :func:`sample_sequences`).
-    """
-    P, n = _check_chains(P, n)
-    S = int(P.shape[-1])
-    flat = flatten_transitions(P, S, n)  # (B, H, S)
-    x = check_tokens("tokens", tokens, S, ndim=2)
-    if x.shape[0] != flat.shape[0]:
-        raise ValueError(f"tokens must have {flat.shape[0]} rows to match P; got {x.shape[0]}")
-    codes = history_codes(x, S, n - 1).clamp_min(0)  # (B, T)
-    out = torch.gather(flat, 1, codes[..., None].expand(*codes.shape, S))
-    if n > 1:
-        out[:, : n - 2] = 1.0 / S
-    return out
 
 
 def suffix_conditional(

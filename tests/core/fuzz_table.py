@@ -107,7 +107,6 @@ def entries() -> list[Entry]:
     add(E("core.resolve_device", a("cpu", "choice", none_ok=True)))
     add(E("core.by_profile", a(1), a(2), profile=a("book", "choice", none_ok=True)))
     add(E("core.current_profile"))
-    add(E("core.profile_banner", a({"x": 1}), profile=a("book", "choice", none_ok=True)))
     for f in ("entropy_rate", "mutual_information", "stationary_distribution", "unigram_entropy"):
         add(E(f"core.{f}", a(P3, "stoch")))
     add(E("core.entropy", a(p3, "probvec")))

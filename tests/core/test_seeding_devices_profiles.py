@@ -12,7 +12,6 @@ from ccmc_lite import (
     default_device,
     derive_seed,
     numpy_rng,
-    profile_banner,
     resolve_device,
     seed_everything,
     torch_generator,
@@ -72,8 +71,6 @@ def test_profiles(monkeypatch):
     assert current_profile() == "paper"
     assert by_profile(book=1, paper=2) == 2
     assert by_profile(book=1, paper=2, profile="book") == 1
-    assert "Profile: 'paper'" in profile_banner({"steps": 10})
-    assert "steps=10" in profile_banner({"steps": 10})
 
 
 def test_unknown_profile_is_a_clear_error(monkeypatch):

@@ -65,16 +65,6 @@ def entries() -> list[Entry]:
     add(E("ngram.lifted_stationary", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.lifted_transition_matrix", a(tokP, "stoch", "P"), a(3, "int", min=2), a(2, "int")))
     add(E("ngram.log_uniform", a(3, "int", min=2, huge=False)))
-    add(E("ngram.next_token_probs", a(batch.transitions, "stoch", "P"), a(tok, "tokens", K=3)))
-    add(
-        E(
-            "ngram.next_token_probs",
-            a(batch.transitions[:3], "stoch", "P"),  # B = S = 3: the order must be given
-            a(tok[:3], "tokens", K=3),
-            n=a(2, "int", none_ok=True),
-            label="n",
-        )
-    )
     add(
         E(
             "ngram.sample_batch",

@@ -20,7 +20,6 @@ from ccmc_lite.ngram import (
     lifted_stationary,
     lifted_transition_matrix,
     log_uniform,
-    next_token_probs,
     sample_batch,
     sample_sequences,
     sample_transitions,
@@ -143,10 +142,19 @@ def test_history_codes_values():
 # ----------------------------------------------------------------------------- sequences
 
 
+def next_token_probs(P: torch.Tensor, tokens: torch.Tensor, n: int) -> torch.Tensor:
+    """The oracle: the row ``P[x_{t-n+2}, ..., x_t, :]`` at every position, ``(B, T, S)``
+    (positions without a full history hold the first row; compare from position n - 2)."""
+    S = P.shape[-1]
+    flat = flatten_transitions(P, S, n)  # (B, S^(n-1), S)
+    codes = history_codes(tokens, S, n - 1).clamp_min(0)  # (B, T)
+    return torch.gather(flat, 1, codes[..., None].expand(*codes.shape, S))
+
+
 def test_next_probs_are_the_rows_of_the_history():
     task = NGramTask(S=4, n=3, T=12)
     b = sample_batch(task, 50, seed=0)
-    ref = next_token_probs(b.transitions, b.tokens)
+    ref = next_token_probs(b.transitions, b.tokens, 3)
     torch.testing.assert_close(b.next_probs[:, 1:], ref[:, 1:])
     # inside the uniform start the next token is uniform
     torch.testing.assert_close(b.next_probs[:, 0], torch.full((50, 4), 0.25, dtype=ref.dtype))
@@ -166,7 +174,6 @@ def test_batch_of_S_tables_needs_the_order():
     P = sample_transitions(NGramTask(S=S, n=2, T=6), (1,), seed=1)[0]  # one bigram, (3, 3)
     for call in (
         lambda **k: sample_sequences(P, 6, seed=0, **k),
-        lambda **k: next_token_probs(P, torch.zeros(S, 6, dtype=torch.long), **k),
         lambda **k: suffix_conditional(P, 1, 4, **k),
     ):
         with pytest.raises(ValueError, match=r"ambiguous.*pass n="):
