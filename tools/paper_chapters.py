@@ -9,9 +9,10 @@ reader's notebook; the cells tagged ``paper-snapshot``, which compare the page w
 snapshot, are left out). Everything it glues is written with its provenance and the SHA-256
 of the chapter's code to ``ccmc_lite/data/paper_chapters/`` by
 :func:`tools.snapshots.save_snapshot`, and the wall time to ``benchmarks/results.json``
-(``chapter_paper_s[...]``). The chapter's last section loads the snapshot and shows both
-profiles side by side; ``tests/stored/test_snapshots.py`` fails when a chapter's code has changed
-since its snapshot was taken.
+(``chapter_paper_s[...]``). A hidden cell at the chapter's end loads the snapshot and glues
+both profiles' values and verdicts for its part's Reproduction page;
+``tests/stored/test_snapshots.py`` fails when a chapter's code has changed since its
+snapshot was taken.
 """
 
 from __future__ import annotations

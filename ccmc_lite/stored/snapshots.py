@@ -8,12 +8,11 @@ every number and string the chapter glues into its prose (:func:`~ccmc_lite.teac
 with the provenance of the run (package and torch versions, date, machine, wall time, the
 command) and the SHA-256 of the chapter's code, in ``ccmc_lite/data/paper_chapters/``.
 
-On the book-profile page, the last section loads that snapshot
-(:func:`~ccmc_lite.stored.load_snapshot`) and prints the two profiles side by side
-(``ChapterSnapshot.table``); ``ChapterSnapshot.changed`` names the quantities that
-differ by more than a relative tolerance, so the page can say which conclusions move at the
-papers' settings. The test suite checks that each snapshot was taken from the chapter's
-current code.
+A hidden cell at the chapter's end loads that snapshot
+(:func:`~ccmc_lite.stored.load_snapshot`) and glues, for its part's Reproduction page, the
+snapshot's values beside the book profile's, the chapter's conclusions checked on both
+(:class:`Claims`) and the quantities that moved (``ChapterSnapshot.changed``). The test
+suite checks that each snapshot was taken from the chapter's current code.
 """
 
 from __future__ import annotations
@@ -71,16 +70,6 @@ def _check_values(values: Any) -> dict[str, Scalar]:
     return out
 
 
-def _format(value: Scalar | None) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool) or isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:d}"
-    return f"{value:.4g}"
-
-
 @dataclass(frozen=True)
 class Claims:
     """A page's conclusions evaluated on this run and on the paper-profile snapshot.
@@ -131,11 +120,6 @@ class Claims:
         where = "the paper's settings" if paper else "the book's settings"
         return f"holds only at {where}"
 
-    def __str__(self) -> str:
-        return "\n".join(
-            f"{name}: this run {a}, paper profile {b}" for name, (a, b) in self.held.items()
-        )
-
 
 @dataclass(frozen=True)
 class ChapterSnapshot:
@@ -172,16 +156,6 @@ class ChapterSnapshot:
     def file_name(self) -> str:
         """The snapshot's file name in :data:`SNAPSHOT_FOLDER`, e.g. ``part1__02_x.json``."""
         return f"{_slug(self.chapter)}.json"
-
-    def describe(self) -> str:
-        """Where, when and how long the snapshot ran, and how to take it again."""
-        p = self.provenance
-        return (
-            f"{self.chapter} at the {p['profile']!r} profile: {len(self.values)} glued values; "
-            f"run {p['created']} on {p['machine']} in {p['wall_seconds']:.0f} s; ccmc_lite "
-            f"{p['package_version']}, torch {p['torch_version']}; code {self.code_sha256[:12]}; "
-            f"regenerate with `{p['command']}`"
-        )
 
     def rows(
         self, values: Mapping[str, Any], *, ignore: Sequence[str] = ()
@@ -237,19 +211,6 @@ class ChapterSnapshot:
             held[str(name)] = (bool(test(here)), bool(test(self.values)))
         return Claims(held)
 
-    def summary(
-        self, values: Mapping[str, Any], *, ignore: Sequence[str] = (), rtol: float = 0.1
-    ) -> dict[str, Any]:
-        """What a page quotes about its snapshot: ``values`` (how many the paper-profile run
-        glued), ``moved`` (the names that changed, comma-separated, or ``"none"``) and
-        ``minutes`` (the run's wall time)."""
-        moved = self.changed(values, rtol=rtol, ignore=ignore)
-        return {
-            "values": len(self.values),
-            "moved": ", ".join(moved) or "none",
-            "minutes": self.provenance["wall_seconds"] / 60,
-        }
-
     def glue_for_reproduction(
         self,
         values: Mapping[str, Any],
@@ -304,19 +265,6 @@ class ChapterSnapshot:
         for i, name in enumerate(claims.held):
             glue(f"{prefix}_snap_held_{i}", claims.says(name), display=False)
         return claims
-
-    def table(
-        self, values: Mapping[str, Any], *, ignore: Sequence[str] = (), rtol: float = 0.1
-    ) -> str:
-        """The two profiles side by side, one glued name per line; ``*`` marks a change."""
-        rows = self.rows(values, ignore=ignore)
-        moved = set(_moved(rows, rtol, 1e-9))
-        width = max([len(r[0]) for r in rows] + [4])
-        lines = [f"  {'name':{width}s} {'this run':>14s} {'paper profile':>14s}"]
-        for name, a, b in rows:
-            mark = "*" if name in moved else " "
-            lines.append(f"{mark} {name:{width}s} {_format(a):>14s} {_format(b):>14s}")
-        return "\n".join(lines)
 
 
 def _moved(rows: list[tuple[str, Any, Any]], rtol: float, atol: float) -> list[str]:

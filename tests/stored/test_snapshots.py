@@ -91,7 +91,7 @@ def test_snapshot_round_trips_with_its_provenance(tmp_path):
     assert snap.values == {"a": 1.0, "err": 1e-16, "label": "bigram", "n": 3, "gone": 2.0}
     assert set(snap.provenance) == PROVENANCE and snap.provenance["profile"] == "paper"
     assert snap.provenance["wall_seconds"] == 12.5
-    assert "regenerate with `python3 dev.py paper-chapters part9/01_x`" in snap.describe()
+    assert snap.provenance["command"] == "python3 dev.py paper-chapters part9/01_x"
 
 
 def test_snapshot_compares_by_name_with_tolerances(tmp_path):
@@ -106,12 +106,7 @@ def test_snapshot_compares_by_name_with_tolerances(tmp_path):
     assert snap.changed(here, atol=0.0) == ["err", "label", "new", "gone"]
     assert snap.changed(here, ignore=("ne*", "go*")) == ["label"]
     assert [r[0] for r in snap.rows(here, ignore=("*e*",))] == ["a", "n"]
-    assert snap.summary(here) == {"values": 5, "moved": "label, new, gone", "minutes": 12.5 / 60}
-    assert snap.summary(here, ignore=("ne*", "go*", "label"))["moved"] == "none"
-    table = snap.table(here).splitlines()
-    assert len(table) == 1 + 6
-    assert table[3].startswith("* label") and table[1].startswith("  a")
-    assert table[-1].split() == ["*", "gone", "—", "2"]
+    assert snap.changed(here, ignore=("ne*", "go*", "label")) == []
 
 
 def test_claims_are_checked_on_both_runs(tmp_path):
@@ -123,7 +118,6 @@ def test_claims_are_checked_on_both_runs(tmp_path):
     claims = snap.claims({"a": 2.0, "n": 3}, checks)
     assert claims.held["a is about 1"] == (False, True)
     assert claims.verdict == "a is about 1: fails at the book's settings, holds at the paper's"
-    assert str(claims).splitlines()[0] == "a is about 1: this run False, paper profile True"
     with pytest.raises(KeyError, match="'a'"):
         snap.claims({"n": 3}, checks)
     with pytest.raises(TypeError, match="checks\\['x'\\] must be callable"):
