@@ -170,17 +170,6 @@ class StoredRun:
         """Indices of the runs whose settings equal every ``key=value`` given."""
         return self.sweep.select(**match)
 
-    def describe(self) -> str:
-        """What ran (runs, seed, settings), where and when, how long, and how to rerun it."""
-        p = self.provenance
-        return (
-            f"{self.name}: {self.sweep.n_runs} runs (sweep seed {self.sweep.seed}), "
-            f"settings {self.sweep.settings}\n"
-            f"trained {p['created']} on {p['machine']} ({p['device']}) in "
-            f"{p['wall_seconds']:.0f} s; ccmc_lite {p['package_version']}, torch "
-            f"{p['torch_version']}; regenerate with `{p['command']}`"
-        )
-
 
 def _decode(blob: dict[str, Any]) -> dict[str, np.ndarray]:
     return {k: np.asarray(v["data"], dtype=v["dtype"]).reshape(v["shape"]) for k, v in blob.items()}
