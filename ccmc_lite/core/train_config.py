@@ -62,7 +62,8 @@ class TrainConfig:
         Steps after which all parameters are saved (0 is the initialisation).
     runs_per_pass : int or None
         Runs per forward and backward pass within a step: the runs' gradients are the same
-        however the runs are split, so this changes speed and memory, not the numbers.
+        sums however the runs are split, so this changes speed and memory, and at most the
+        last bits (where a pass's size selects another BLAS kernel).
         ``None`` chooses it on the CPU so that the attention scores of a pass stay in the
         cache (:func:`~ccmc_lite.core.train_runs`).
     first_run : int

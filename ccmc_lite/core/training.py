@@ -15,9 +15,9 @@ share the program too.
   tensors, with leading dimension ``R``. ``generator`` (CPU: the same data on every device)
   is seeded ``derive_seed(seed, first, 1)`` for a program whose first run is ``first``, so
   the data depend on how a sweep is split into programs (shards, ``config.first_run``).
-* A step runs the forward and backward passes of a few runs at a time
-  (``config.runs_per_pass``), so that the attention scores of a pass stay in the CPU's
-  cache; the gradients are the same sums, so the numbers do not depend on the split.
+* A step runs forward and backward a few runs at a time (``config.runs_per_pass``) to keep
+  a pass's attention scores in cache; each run's gradient is the same sum, so the split
+  changes at most the last bits (a pass's size may select another BLAS kernel).
 * ``loss_fn(model, batch)`` is one run's loss on its slice of the batch, a scalar tensor.
 * ``eval_fn(model, step)`` (optional) returns a dict of scalar tensors, evaluated without
   gradients at ``config.eval_steps()``.

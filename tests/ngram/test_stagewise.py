@@ -133,9 +133,12 @@ def test_attention_plot_and_checkpoint_gradients():
     assert not np.allclose(norms[0], norms[1])  # two runs, two sets of weights
 
 
-def test_the_part3_trainer_splits_a_step_into_passes_without_changing_a_bit():
+def test_the_part3_trainer_splits_a_step_into_passes_without_changing_the_sums():
     """Six runs of the simplified transformer at T = 64, batch 128 (the paper's plateau
-    sweep): passes of 2, 3 or the default give exactly the one-pass numbers."""
+    sweep): passes of 2, 3 or the default give the one-pass numbers. Each run's gradient
+    is the same sum; only the last bits may differ, where the size of a pass selects another
+    BLAS kernel (passes of 3 on an AMD EPYC, AVX2: V1 differs by about 1e-8 after 3 steps),
+    so a lost or doubled pass would show and rounding does not."""
     task = NGramTask(S=5, n=3, T=64, alpha=1.0)
 
     def train(runs_per_pass):
@@ -147,5 +150,6 @@ def test_the_part3_trainer_splits_a_step_into_passes_without_changing_a_bit():
     whole = train(6)
     for runs_per_pass in (2, 3, None):
         split = train(runs_per_pass)
-        assert torch.equal(split.loss, whole.loss)
-        assert all(torch.equal(split.params[n], whole.params[n]) for n in whole.params)
+        torch.testing.assert_close(split.loss, whole.loss, rtol=1e-6, atol=0.0)
+        for name, value in whole.params.items():
+            torch.testing.assert_close(split.params[name], value, rtol=1e-6, atol=1e-7)
