@@ -256,6 +256,18 @@ EXPERIMENTS: dict[str, Experiment] = {
             model=TABLE1_OPTIONS,
         ),
         _markov(
+            "p2_fig4_table1_untied_paper",
+            [(0.2, 0.3), (0.5, 0.8), (0.7, 0.9)],
+            tied=False,
+            depth=1,
+            estimate="measured: 98 min wall with --workers 2 on a 2-core AMD EPYC machine, "
+            "partly shared with tests (shards of 5 and 4 runs, 8000 steps each: 98 and 81 min)",
+            source="Makkuva et al. 2024, Fig. 4 with the model of its Table 1 (layer norm, "
+            "GELU), untied, at the settings of Table 2",
+            shard_size=5,
+            model=TABLE1_OPTIONS,
+        ),
+        _markov(
             "p2_depth_paper",
             [(0.5, 0.8)],
             tied=True,

@@ -350,6 +350,7 @@ def test_stored_file_has_provenance_and_the_declared_settings(name, declared):
         pytest.param("p3_mlp_paper", marks=pytest.mark.slow),
         pytest.param("p2_fig4_paper", marks=pytest.mark.slow),
         pytest.param("p2_fig4_table1_paper", marks=pytest.mark.slow),
+        pytest.param("p2_fig4_table1_untied_paper", marks=pytest.mark.slow),
     ],
 )
 def test_a_prefix_of_a_stored_run_reproduces(name, declared):
