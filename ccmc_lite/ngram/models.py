@@ -36,6 +36,7 @@ from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
     check_choice,
+    check_elements,
     check_float,
     check_instance,
     check_int,
@@ -163,7 +164,6 @@ class SimplifiedTransformer(nn.Module):
         *,
         d: int | None = None,
         init_scale: float = 1.0,
-        mlp: int = 0,
     ) -> None:
         super().__init__()
         self.S = check_size("S", S, minimum=2, limit=DEFAULT_LIMITS["vocab"])
@@ -349,11 +349,7 @@ class AttentionOnlyTransformer(nn.Module):
         )
         self.W = nn.Parameter(torch.zeros(self.d, S))
         self.mlp = check_size("mlp", mlp, minimum=0)
-        if self.mlp * self.d * len(self.heads) > DEFAULT_LIMITS["elements"]:
-            raise ValueError(
-                f"mlp={self.mlp} at width d={self.d} gives {self.mlp * self.d * len(self.heads)} "
-                f"weights per matrix stack, above DEFAULT_LIMITS['elements']"
-            )
+        check_elements("mlp * d * layers", self.mlp * self.d * len(self.heads))
         self.mlps = nn.ModuleList(
             [
                 nn.Sequential(nn.Linear(self.d, self.mlp), nn.ReLU(), nn.Linear(self.mlp, self.d))
