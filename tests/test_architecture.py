@@ -127,6 +127,21 @@ def _top_level_imports(source: str) -> set[str]:
     return found
 
 
+#: The modules of the build and evidence tooling (tools/): none of them lives in the package.
+TOOLING_MODULES = {"replay", "snapshots", "sweeps", "costs", "allocator", "mkl_dispatch",
+                   "paper_runs", "paper_chapters", "gpu_runs"}  # fmt: skip
+
+
+def test_no_tooling_module_lives_in_the_package():
+    """Result replay, snapshots, the sweep executor, cost models, allocator tuning and run
+    writers are in tools/; the package keeps what readers' notebooks import (``stored`` only
+    reads the runs that chapters show)."""
+    for module in sorted(PACKAGE.rglob("*.py")):
+        assert module.stem not in TOOLING_MODULES, f"{module.relative_to(ROOT)}: move it to tools/"
+    assert {p.stem for p in (ROOT / "tools").glob("*.py")} >= TOOLING_MODULES
+    assert not (PACKAGE / "data" / "paper_chapters").exists(), "snapshots are in tools/data/"
+
+
 def test_the_package_never_imports_the_tooling():
     for module in sorted(PACKAGE.rglob("*.py")):
         wrong = _top_level_imports(module.read_text(encoding="utf-8")) & NOT_RUNTIME
@@ -134,13 +149,15 @@ def test_the_package_never_imports_the_tooling():
 
 
 def test_chapters_import_only_the_package_and_its_dependencies():
-    """Every code cell of a teaching page (hidden ones too: they run in Colab) imports
-    nothing of the repository but ccmc_lite; only evidence pages may import tools/."""
+    """Every code cell of a teaching page that reaches readers (shown, or hidden but kept in
+    their notebooks: ``notebook-only``) imports nothing of the repository but ccmc_lite. Its
+    build-only cells (hidden and left out of every reader's notebook, e.g. the paper-snapshot
+    cells) may import ``tools``; only evidence pages import tools/ in shown cells."""
     import jupytext
 
-    from book_tools import chapter_notebooks, rel
+    from book_tools import NOTEBOOK_ONLY_TAG, chapter_notebooks, rel
 
-    checked = 0
+    checked = build_only = 0
     for page in chapter_notebooks():
         if rel(page).startswith(EVIDENCE_PAGES):
             continue
@@ -149,10 +166,16 @@ def test_chapters_import_only_the_package_and_its_dependencies():
                 source = "\n".join(
                     line for line in cell.source.splitlines() if not line.startswith(("%", "!"))
                 )
-                wrong = _top_level_imports(source) & NOT_RUNTIME
+                tags = cell.metadata.get("tags", [])
+                allowed = NOT_RUNTIME
+                if "remove-cell" in tags and NOTEBOOK_ONLY_TAG not in tags:
+                    allowed = NOT_RUNTIME - {"tools"}
+                    build_only += "tools" in _top_level_imports(source)
+                wrong = _top_level_imports(source) & allowed
                 assert not wrong, f"{rel(page)} imports {sorted(wrong)}:\n{cell.source[:300]}"
                 checked += 1
     assert checked > 300  # every teaching page was read
+    assert build_only >= 6  # the paper-snapshot cells read their snapshots with tools/
 
 
 def test_the_import_check_sees_the_tooling():

@@ -7,11 +7,11 @@
 A chapter listed here is executed once with ``CCMC_PROFILE=paper`` (in a fresh kernel, like a
 reader's notebook; the cells tagged ``paper-snapshot``, which compare the page with the
 snapshot, are left out). Everything it glues is written with its provenance and the SHA-256
-of the chapter's code to ``ccmc_lite/data/paper_chapters/`` by
+of the chapter's code to ``tools/data/paper_chapters/`` by
 :func:`tools.snapshots.save_snapshot`, and the wall time to ``benchmarks/results.json``
 (``chapter_paper_s[...]``). A hidden cell at the chapter's end loads the snapshot and glues
 both profiles' values and verdicts for its part's Reproduction page;
-``tests/stored/test_snapshots.py`` fails when a chapter's code has changed since its
+``tests/tooling/test_snapshots.py`` fails when a chapter's code has changed since its
 snapshot was taken.
 """
 

@@ -17,8 +17,8 @@ without myst-nb, which is a book-build dependency only.
 
 Every number or string glued in this process is also kept, by name, in a registry
 (:func:`~ccmc_lite.teaching.glued_values`): a chapter run at the ``paper`` profile stores it as a
-snapshot (:mod:`~ccmc_lite.stored.snapshots`), and the book-profile page compares its own values
-with that snapshot.
+snapshot (the repository's ``tools/snapshots.py``), and the book-profile page compares its own
+values with that snapshot.
 """
 
 from __future__ import annotations

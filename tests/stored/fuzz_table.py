@@ -34,9 +34,4 @@ def entries() -> list[Entry]:
     add(E("stored.load_stored", a("p2_fig4_paper", "obj", "name"), gpu=a(True, "bool")))
     add(E("stored.stored_names", gpu=a(False, "bool")))
     add(E("stored.gpu_timings"))
-    add(E("stored.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64), a({})))
-    add(
-        E("stored.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"), label="bad only")
-    )
-    add(E("stored.Claims", a({"claim": (True, False)}, "obj")))
     return T

@@ -48,6 +48,12 @@ def entries() -> list[Entry]:
         )
     )
     add(E("tools.sweeps.shards", a(sweep), a(1, "int", "shard_size", huge=False, none_ok=True)))
+    add(E("tools.snapshots.ChapterSnapshot", a("part9/01_x"), a({"a": 1.0}, "obj"), a("0" * 64),
+          a({})))  # fmt: skip
+    add(E("tools.snapshots.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"),
+          label="bad only"))  # fmt: skip
+    add(E("tools.snapshots.Claims", a({"claim": (True, False)}, "obj")))
+    add(E("tools.snapshots.snapshot_names"))
     add(E("tools.stored.machine_description"))
     add(E("tools.stored.package_version"))
     add(E("tools.stored.provenance"))

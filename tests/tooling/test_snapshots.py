@@ -1,10 +1,9 @@
-"""Chapters run at the paper profile: the glue registry, the snapshot files, their freshness.
+"""Chapters run at the paper profile: the snapshot files, their checks, their freshness.
 
 ``python3 dev.py paper-chapters`` (``tools/paper_chapters.py``) executes the chapters it
-lists at the ``paper`` profile and stores what they glue. Here: the registry keeps exactly the
-glued numbers and strings; a snapshot round-trips and compares as documented; every listed
-chapter has a snapshot with full provenance, taken from the chapter's current code, and shows
-it in a ``paper-snapshot`` cell.
+lists at the ``paper`` profile and stores what they glue (``tools/snapshots.py``). Here: a
+snapshot round-trips and compares as documented; every listed chapter has a snapshot with full
+provenance, taken from the chapter's current code, and shows it in a ``paper-snapshot`` cell.
 """
 
 from __future__ import annotations
@@ -12,22 +11,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import matplotlib.pyplot as plt
-import numpy as np
 import pytest
-import torch
-
-from ccmc_lite import glue
-from ccmc_lite.stored import ChapterSnapshot, load_snapshot
-from ccmc_lite.stored.snapshots import _snapshot_names
-from ccmc_lite.teaching import glued_values
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import booktools  # noqa: E402
 import chapter_code  # noqa: E402
 
-from tools.snapshots import save_snapshot  # noqa: E402
+from tools.snapshots import (  # noqa: E402
+    ChapterSnapshot,
+    Claims,
+    load_snapshot,
+    save_snapshot,
+    snapshot_names,
+)
 
 PROVENANCE = {
     "profile",
@@ -45,32 +42,6 @@ def _script():
     from tools import paper_chapters
 
     return paper_chapters
-
-
-# --- the glue registry -------------------------------------------------------------------
-
-
-def test_glue_keeps_plain_scalars_and_skips_other_objects(capsys):
-    fig = plt.figure()
-    glue("t_float", np.float64(0.25), display=False)
-    glue("t_int", np.int64(7), display=False)
-    glue("t_tensor", torch.tensor(1.5), display=False)
-    glue("t_bool", np.bool_(True), display=False)
-    glue("t_text", "bigram", display=False)
-    glue("t_array", np.arange(3), display=False)
-    glue("t_fig", fig, display=False)
-    plt.close(fig)
-    got = glued_values()
-    assert got["t_float"] == 0.25 and type(got["t_float"]) is float
-    assert got["t_int"] == 7 and type(got["t_int"]) is int
-    assert got["t_tensor"] == 1.5 and type(got["t_tensor"]) is float
-    assert got["t_bool"] is True
-    assert got["t_text"] == "bigram"
-    assert "t_array" not in got and "t_fig" not in got
-    glue("t_float", 0.5, display=False)  # the last value wins
-    assert glued_values()["t_float"] == 0.5
-    got["t_float"] = -1.0  # a copy
-    assert glued_values()["t_float"] == 0.5
 
 
 # --- ChapterSnapshot -----------------------------------------------------------------------
@@ -190,7 +161,7 @@ CHAPTERS = _script().CHAPTERS
 
 
 def test_every_listed_chapter_has_a_snapshot_and_nothing_else_does():
-    assert set(_snapshot_names()) == set(CHAPTERS)
+    assert set(snapshot_names()) == set(CHAPTERS)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
@@ -226,8 +197,6 @@ def test_every_chapter_with_a_paper_profile_shows_its_paper_results():
 
 
 def test_claims_say_where_each_claim_holds():
-    from ccmc_lite.stored import Claims
-
     claims = Claims(
         {"a": (True, True), "b": (True, False), "c": (False, True), "d": (False, False)}
     )
@@ -253,7 +222,7 @@ def test_glue_for_reproduction_glues_values_verdicts_and_provenance(tmp_path, mo
     snap = load_snapshot("part9/01_x", path=path)
     glued = {}
     monkeypatch.setattr(
-        "ccmc_lite.teaching.gluing.glue",
+        "tools.snapshots.glue",
         lambda name, value, display=True: glued.update({name: value}),
     )
     here = {"p9c1_a": 1.0, "p9c1_b": 3.0, "p9c1_c": "x"}
