@@ -139,7 +139,10 @@ def test_no_tooling_module_lives_in_the_package():
     for module in sorted(PACKAGE.rglob("*.py")):
         assert module.stem not in TOOLING_MODULES, f"{module.relative_to(ROOT)}: move it to tools/"
     assert {p.stem for p in (ROOT / "tools").glob("*.py")} >= TOOLING_MODULES
-    assert not (PACKAGE / "data" / "paper_chapters").exists(), "snapshots are in tools/data/"
+    data = sorted(p.name for p in (PACKAGE / "data").iterdir())
+    assert data == ["paper_runs"], (
+        f"only the runs chapters show ship; evidence is in tools/data/: {data}"
+    )
 
 
 def test_the_package_never_imports_the_tooling():

@@ -1,14 +1,14 @@
 """The stored paper-setting sweeps, run again on one CUDA GPU, and the full Fig. 4 grid's step.
 
     python3 dev.py gpu-runs                       # on a machine with CUDA
-    python3 dev.py gpu-runs --out DIR             # elsewhere than the package data
+    python3 dev.py gpu-runs --out DIR             # elsewhere than tools/data/
     python3 dev.py gpu-runs --out DIR --quick     # tiny settings, any device (a check)
 
-Without ``--out`` it writes where the package reads (``ccmc_lite/data/gpu_runs/NAME.json``
-and ``ccmc_lite/data/gpu_timings.json``: :func:`ccmc_lite.stored.load_stored` with
-``gpu=True``, :func:`ccmc_lite.stored.gpu_timings`); with ``--out DIR``, ``DIR/NAME.json``
-and ``DIR/gpu_timings.json``. The timings file is updated, not replaced, so runs of some
-parts at a time add up. What it does (parts 2 and 3 first, being short; each part written
+Without ``--out`` it writes where the evidence pages read (``tools/data/gpu_runs/NAME.json``
+and ``tools/data/gpu_timings.json``, read by :mod:`tools.gpu_results`; evidence, not part
+of the package readers install); with ``--out DIR``, ``DIR/NAME.json`` and
+``DIR/gpu_timings.json``. The timings file is updated, not replaced, so runs of some parts at
+a time add up. What it does (parts 2 and 3 first, being short; each part written
 as soon as it is done):
 
 1. Re-runs stored sweeps of ``tools/paper_runs.py`` (names in :data:`NAMES`, each
@@ -48,18 +48,15 @@ from pathlib import Path
 
 import torch
 
-import ccmc_lite
 from ccmc_lite.stored import Sweep
-from ccmc_lite.stored.runs import DATA_FOLDERS
 
+from .gpu_results import GPU_RUNS, GPU_TIMINGS
 from .paper_runs import EXPERIMENTS, TABLE2
 from .stored import machine_description, save_stored
 from .sweeps import run_sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_part3 import train_seconds as train_part3
-
-PACKAGE = Path(ccmc_lite.__file__).resolve().parent  # where load_stored(gpu=True) reads
 
 #: Stored sweeps re-run on the GPU, most informative first.
 NAMES = (
@@ -156,12 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiments {unknown}; known: {sorted(EXPERIMENTS)}")
-    runs_dir = PACKAGE / DATA_FOLDERS["gpu"] if args.out is None else args.out
-    path = (
-        PACKAGE / DATA_FOLDERS["gpu_timings"]
-        if args.out is None
-        else args.out / Path(DATA_FOLDERS["gpu_timings"]).name
-    )
+    runs_dir = GPU_RUNS if args.out is None else args.out
+    path = GPU_TIMINGS if args.out is None else args.out / GPU_TIMINGS.name
     runs_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     timings: dict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

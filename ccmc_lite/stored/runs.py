@@ -10,10 +10,6 @@ chapter shows them the same way in the built book, in Colab and in a student not
 (:func:`~ccmc_lite.stored.load_stored`). A test re-runs a short prefix of each stored run
 and compares it with the stored numbers.
 
-Some of the same sweeps were also run again on one GPU, with the same code and seeds:
-``load_stored(name, gpu=True)`` reads those copies (``ccmc_lite/data/gpu_runs/``), and
-:func:`~ccmc_lite.stored.gpu_timings` the step times measured there.
-
 A sweep's *task* names the function that trained it (``"tools.markov_tasks:sweep_task"``,
 in the repository's ``tools/``): it trains the runs ``runs`` (one settings record each) as
 one batched program and returns arrays whose leading axis is the run. Reading a stored
@@ -32,13 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..core.validation import check_bool, check_choice, check_seed
+from ..core.validation import check_choice, check_seed
 
 __all__ = [
     "PROVENANCE_KEYS",
     "StoredRun",
     "Sweep",
-    "gpu_timings",
     "load_stored",
     "stored_names",
 ]
@@ -55,11 +50,7 @@ PROVENANCE_KEYS = (
     "command",
 )
 
-_DATA = "data/paper_runs"
-_GPU_DATA = "data/gpu_runs"
-_GPU_TIMINGS = "data/gpu_timings.json"
-#: Where the stored files live inside the package, for the tools that write them.
-DATA_FOLDERS = {"cpu": _DATA, "gpu": _GPU_DATA, "gpu_timings": _GPU_TIMINGS}
+_DATA = "data/paper_runs"  # the package folder of the stored runs
 
 
 def _json_ready(value: Any, what: str) -> Any:
@@ -175,43 +166,26 @@ def _decode(blob: dict[str, Any]) -> dict[str, np.ndarray]:
     return {k: np.asarray(v["data"], dtype=v["dtype"]).reshape(v["shape"]) for k, v in blob.items()}
 
 
-def json_stems(data: str) -> list[str]:
-    """Sorted stems of the ``.json`` files in the package folder ``data`` (none: ``[]``)."""
-    folder = resources.files("ccmc_lite").joinpath(data)
+def stored_names() -> list[str]:
+    """Names of the stored runs that ship with the package."""
+    folder = resources.files("ccmc_lite").joinpath(_DATA)
     if not folder.is_dir():
         return []
     return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
 
 
-def _runs_folder(gpu: bool) -> str:
-    """The package folder of the stored runs: the CPU's, or (``gpu=True``) their GPU copies."""
-    return _GPU_DATA if check_bool("gpu", gpu) else _DATA
-
-
-def stored_names(*, gpu: bool = False) -> list[str]:
-    """Names of the stored runs that ship with the package (``gpu=True``: of those re-run
-    on a GPU)."""
-    return json_stems(_runs_folder(gpu))
-
-
-def load_stored(
-    name: str, *, gpu: bool = False, path: str | os.PathLike[str] | None = None
-) -> StoredRun:
+def load_stored(name: str, *, path: str | os.PathLike[str] | None = None) -> StoredRun:
     """Load a stored run shipped with the package (or from ``path``).
-
-    ``gpu=True`` loads the same sweep as re-run on a GPU (same code, settings and seeds;
-    its provenance names the GPU), where one ships.
 
     Raises ``ValueError`` naming the available runs when ``name`` is unknown, and when
     the file lacks a provenance field.
     """
     if path is None:
-        folder = _runs_folder(gpu)
-        names = json_stems(folder)
+        names = stored_names()
         if not names:
             raise ValueError("name must be a stored run; none ship with this installation")
         check_choice("name", name, names)
-        text = resources.files("ccmc_lite").joinpath(folder, f"{name}.json").read_text("utf-8")
+        text = resources.files("ccmc_lite").joinpath(_DATA, f"{name}.json").read_text("utf-8")
     else:
         text = Path(path).read_text(encoding="utf-8")
     blob = json.loads(text)
@@ -227,21 +201,3 @@ def load_stored(
         shared=blob["shared"],
         provenance=blob["provenance"],
     )
-
-
-def gpu_timings() -> dict[str, Any]:
-    """What ``python3 dev.py gpu-runs`` measured on a GPU, with its machine and date.
-
-    ``grid``: seconds per training step of a shard of Fig. 4 runs at the paper's settings
-    (Makkuva et al. 2024, Table 2), tied and untied, from two runs of different lengths
-    (their difference: start-up and evaluations cancel), and the shard's peak GPU memory;
-    ``part3_step``: milliseconds per step of Varre et al.'s Sec. 5 training with 1, 4 and 25
-    runs batched, on the GPU (``cuda_ms_per_step_<R>_runs``) and on one core of the same
-    machine (``cpu_...``), measured the same way; ``sweeps``: wall seconds of each stored
-    sweep re-run there (:func:`~ccmc_lite.stored.load_stored` with ``gpu=True``);
-    ``unfinished``: sweeps that did not finish within the time the GPU was lent, with how
-    long they had run. The top-level ``date`` and ``command`` are those of the last run of
-    the script; ``grid`` and ``part3_step`` carry their own dates, a sweep's file its own.
-    """
-    text = resources.files("ccmc_lite").joinpath(_GPU_TIMINGS).read_text("utf-8")
-    return dict(json.loads(text))

@@ -31,7 +31,6 @@ def entries() -> list[Entry]:
     )
     add(E("stored.StoredRun", a("n"), a(sweep), a({}), a({}), a({})))
     add(E("stored.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
-    add(E("stored.load_stored", a("p2_fig4_paper", "obj", "name"), gpu=a(True, "bool")))
-    add(E("stored.stored_names", gpu=a(False, "bool")))
-    add(E("stored.gpu_timings"))
+    add(E("stored.load_stored", a("p2_fig4_paper", "obj", "name")))
+    add(E("stored.stored_names"))
     return T

@@ -54,6 +54,9 @@ def entries() -> list[Entry]:
           label="bad only"))  # fmt: skip
     add(E("tools.snapshots.Claims", a({"claim": (True, False)}, "obj")))
     add(E("tools.snapshots.snapshot_names"))
+    add(E("tools.gpu_results.gpu_run_names"))
+    add(E("tools.gpu_results.gpu_timings"))
+    add(E("tools.gpu_results.load_gpu_run", a("p2_fig4_paper", "obj", "name")))
     add(E("tools.stored.machine_description"))
     add(E("tools.stored.package_version"))
     add(E("tools.stored.provenance"))

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from ccmc_lite import ngram, plotting
-from ccmc_lite.stored import PROVENANCE_KEYS, Sweep, gpu_timings, load_stored, stored_names
+from ccmc_lite.stored import PROVENANCE_KEYS, Sweep, load_stored, stored_names
 from tools import ngram_tasks, paper_runs
 from tools.ngram_tasks import PAPER_ATTENTION_ONLY, PAPER_STAGEWISE
 from tools.stored import machine_description
@@ -386,11 +386,13 @@ def test_a_prefix_of_a_stored_run_reproduces(name, declared):
 
 def test_gpu_copies_are_the_cpu_sweeps_on_a_gpu():
     """Same sweep, other kernels: the provenance names the GPU, the first losses agree."""
-    names = stored_names(gpu=True)
+    from tools.gpu_results import gpu_run_names, gpu_timings, load_gpu_run
+
+    names = gpu_run_names()
     assert "p2_fig4_paper" in names and set(names) <= set(stored_names())
     timed = gpu_timings()
     for name in names:
-        gpu, cpu = load_stored(name, gpu=True), load_stored(name)
+        gpu, cpu = load_gpu_run(name), load_stored(name)
         assert gpu.provenance["device"].startswith("cuda"), name
         assert "NVIDIA" in gpu.provenance["machine"] and "NVIDIA" in timed["machine"]
         assert (gpu.sweep.settings, gpu.sweep.runs, gpu.sweep.seed) == (
@@ -418,11 +420,11 @@ def test_gpu_copies_are_the_cpu_sweeps_on_a_gpu():
         assert all(0 < step[f"{where}_ms_per_step_{runs}_runs"] < 1e3 for runs in (1, 4, 25))
 
 
-def test_load_stored_gpu_argument_is_checked():
-    with pytest.raises(TypeError, match="gpu must be True or False"):
-        load_stored("p2_fig4_paper", gpu="yes")
-    with pytest.raises(ValueError, match="p2_fig4_paper"):  # names what ships
-        load_stored("p3_stagewise_paper", gpu=True)  # a CPU file without a GPU copy
+def test_a_run_without_a_gpu_copy_is_refused_by_name():
+    from tools.gpu_results import load_gpu_run
+
+    with pytest.raises(ValueError, match="p2_fig4_paper"):  # names the runs re-run there
+        load_gpu_run("p3_stagewise_paper")  # a CPU file without a GPU copy
 
 
 def test_the_machine_names_the_vector_instructions_of_torchs_kernels(monkeypatch):
