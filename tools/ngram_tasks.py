@@ -20,21 +20,22 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from ccmc_lite.core import TrainConfig, train_runs
+from ccmc_lite.core import TrainConfig, TrainResult, train_runs
 from ccmc_lite.core.validation import (
     check_choice,
     check_float,
     check_instance,
     check_int,
     check_seed,
+    check_size,
 )
 from ccmc_lite.ngram import (
     AttentionOnlyTransformer,
     NGramStream,
     NGramTask,
     SimplifiedTransformer,
-    checkpoint_gradient_norms,
     first_layer_attention,
+    gradient_norm,
     kgram_levels,
     make_eval_fn,
     make_loss_fn,
@@ -47,6 +48,7 @@ __all__ = [
     "PAPER_ATTENTION_ONLY",
     "PAPER_STAGEWISE",
     "attention_only_task",
+    "checkpoint_gradient_norms",
     "plateau_task",
     "sweep_task",
 ]
@@ -126,7 +128,7 @@ def sweep_task(
     ``steps // 64``), ``checkpoint_every`` (default ``2 * eval_every``), ``eps`` (the
     authors' ``log(p + eps)``, default ``1e-8``), ``grad_sequences`` (default 0: with
     ``G > 0``, the gradient of the loss on the first ``G`` test sequences is measured at
-    every checkpoint, :func:`~ccmc_lite.ngram.checkpoint_gradient_norms`), ``head``
+    every checkpoint, :func:`checkpoint_gradient_norms`), ``head``
     (training losses kept, default 20), ``map_last`` (positions of the stored final
     attention maps, default 12) and ``stop_after`` (train only a prefix; then only
     ``train_loss_head`` is returned).
@@ -473,3 +475,35 @@ def plateau_task(
     out["offset_weight"] = _offset_weights(first_layer_attention(A1), n, lengths)
     out["shared"] = {"checkpoint_steps": [int(s) for s in ck_steps]}
     return out
+
+
+def checkpoint_gradient_norms(
+    result: TrainResult,
+    tokens: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    eps: float = 1e-8,
+    every: int = 1,
+) -> tuple[list[int], np.ndarray]:
+    """Population gradient norm at every saved checkpoint of every run (Fig. 6 of the paper).
+
+    The per-step norms recorded by the trainer are norms of *mini-batch* gradients and are
+    dominated by sampling noise; here the gradient of the loss on a large fixed batch is
+    estimated without that bias (:func:`ccmc_lite.ngram.gradient_norm`, two halves).
+    ``every = m`` uses every ``m``-th checkpoint only. Returns ``(steps, norms)`` with
+    ``norms`` of shape ``(R, len(steps))``.
+    """
+    every = check_size("every", every, minimum=1)
+    if not isinstance(getattr(result, "checkpoints", None), dict):
+        raise TypeError(
+            f"result must be a TrainResult with checkpoints; got {type(result).__name__}"
+        )
+    steps = sorted(result.checkpoints)[::every]
+    if not steps:
+        raise ValueError("the training result has no checkpoints")
+    out = np.zeros((result.n_runs, len(steps)))
+    for j, s in enumerate(steps):
+        for r in range(result.n_runs):
+            model = result.module(r, s)
+            out[r, j] = gradient_norm(model, tokens, target.to(torch.float32), eps=eps).estimate
+    return steps, out

@@ -15,7 +15,7 @@ two first-layer heads, ``d = 5`` one-hot embeddings, Adam with constant learning
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,12 +34,8 @@ from .data import NGramTask, log_uniform, sample_urn
 from .estimators import estimator_losses
 from .landscape import next_token_loss
 
-if TYPE_CHECKING:
-    from ..core.training import TrainResult
-
 __all__ = [
     "NGramStream",
-    "checkpoint_gradient_norms",
     "kgram_levels",
     "make_eval_fn",
     "make_loss_fn",
@@ -242,37 +238,3 @@ def plot_attention_maps(
         ax.set_xlabel("key position")
         if h == 0:
             ax.set_ylabel("query position")
-
-
-def checkpoint_gradient_norms(
-    result: TrainResult,
-    tokens: torch.Tensor,
-    target: torch.Tensor,
-    *,
-    eps: float = 1e-8,
-    every: int = 1,
-) -> tuple[list[int], np.ndarray]:
-    """Population gradient norm at every saved checkpoint of every run (Fig. 6 of the paper).
-
-    The per-step norms recorded by the trainer are norms of *mini-batch* gradients and are
-    dominated by sampling noise; here the gradient of the loss on a large fixed batch is
-    estimated without that bias (:func:`ccmc_lite.ngram.gradient_norm`, two halves).
-    ``every = m`` uses every ``m``-th checkpoint only. Returns ``(steps, norms)`` with
-    ``norms`` of shape ``(R, len(steps))``.
-    """
-    from .landscape import gradient_norm
-
-    every = check_size("every", every, minimum=1)
-    if not isinstance(getattr(result, "checkpoints", None), dict):
-        raise TypeError(
-            f"result must be a TrainResult with checkpoints; got {type(result).__name__}"
-        )
-    steps = sorted(result.checkpoints)[::every]
-    if not steps:
-        raise ValueError("the training result has no checkpoints")
-    out = np.zeros((result.n_runs, len(steps)))
-    for j, s in enumerate(steps):
-        for r in range(result.n_runs):
-            model = result.module(r, s)
-            out[r, j] = gradient_norm(model, tokens, target.to(torch.float32), eps=eps).estimate
-    return steps, out

@@ -298,15 +298,6 @@ def entries() -> list[Entry]:
     add(E("ngram.NGramStream", a(task, "obj", "task"), a(4, "int"), chunk=a(4, "int", huge=False)))
     add(
         E(
-            "ngram.checkpoint_gradient_norms",
-            a("skip", "obj", "result"),
-            a(tok),
-            a(target),
-            label="bad only",
-        )
-    )
-    add(
-        E(
             "ngram.kgram_levels",
             a(tok, "tokens", K=3),
             a(target, "probvec", "target"),

@@ -55,6 +55,9 @@ def entries() -> list[Entry]:
     add(E("tools.snapshots.Claims", a({"claim": (True, False)}, "obj")))
     add(E("tools.snapshots.snapshot_names"))
     add(E("tools.gpu_results.gpu_run_names"))
+    add(E("tools.ngram_tasks.checkpoint_gradient_norms", a("skip", "obj", "result"),
+          a(torch.zeros(2, 4, dtype=torch.long)), a(torch.full((2, 3), 1 / 3)),
+          label="bad only"))  # fmt: skip
     add(E("tools.gpu_results.gpu_timings"))
     add(E("tools.gpu_results.load_gpu_run", a("p2_fig4_paper", "obj", "name")))
     add(E("tools.stored.machine_description"))

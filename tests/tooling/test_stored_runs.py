@@ -433,3 +433,36 @@ def test_the_machine_names_the_vector_instructions_of_torchs_kernels(monkeypatch
     arch, cpu, cores, system = machine_description().split(", ")
     assert arch == platform.machine()
     assert cpu.endswith(" (AVX2)") and cores.endswith(" cores") and system == platform.system()
+
+
+def test_checkpoint_gradient_norms_are_each_runs_own():
+    """The stored Part III runs' gradient norms: one per run and checkpoint, of that model."""
+    from ccmc_lite.core import TrainConfig, train_runs
+    from ccmc_lite.ngram import (
+        NGramStream,
+        NGramTask,
+        SimplifiedTransformer,
+        gradient_norm,
+        make_loss_fn,
+        make_test_set,
+    )
+    from tools.ngram_tasks import checkpoint_gradient_norms
+
+    task = NGramTask(S=3, n=3, T=8, alpha=1.0)
+    tx, ty = make_test_set(task, 64, seed=1)
+    cfg = TrainConfig(steps=4, lr=0.01, optimizer="adam", checkpoint_steps=(0, 4), progress=False)
+    res = train_runs(
+        lambda: SimplifiedTransformer(3, 8, 2),
+        make_loss_fn(),
+        NGramStream(task, 8),
+        n_runs=2,
+        config=cfg,
+        seed=0,
+    )
+    steps, norms = checkpoint_gradient_norms(res, tx, ty)
+    assert steps == [0, 4] and norms.shape == (2, 2) and (norms[:, 0] > 0).all()
+    for r in range(2):  # each entry is that run's model at that checkpoint
+        for j, step in enumerate(steps):
+            own = gradient_norm(res.module(r, step), tx, ty.to(torch.float32)).estimate
+            assert norms[r, j] == pytest.approx(own, rel=1e-6)
+    assert not np.allclose(norms[0], norms[1])  # two runs, two sets of weights
