@@ -72,13 +72,15 @@ def cold_ci_run() -> dict[str, object]:
         "cold_ci_run_s": ci_s,
         "cold_ci_run_min": round(ci_s / 60, 1),
         "cold_ci_commit": commit,
+        "cold_ci_machine": machine_description(),  # the file mixes runs of several machines
     }
     for chapter, seconds in sorted(timings.items()):  # book profile, from the chapter tests
         out[f"chapter_book_s[{chapter}]"] = seconds
     for chapter, seconds in sorted(students.items()):
         out[f"student_notebook_s[{chapter}]"] = seconds
-    if timings:
+    if timings:  # measured inside the cold run: every test process shares the two cores
         out["chapter_book_date"] = time.strftime("%Y-%m-%d %H:%M")
+        out["chapter_book_machine"] = f"{machine_description()}, during the cold test run"
     return out
 
 
@@ -96,17 +98,18 @@ def main() -> None:
     parser.add_argument("--cold-only", action="store_true", help="only the cold build/test")
     args = parser.parse_args()
     only = {s for s in args.only.split(",") if s}
-    results: dict[str, object] = {
-        "machine": f"{machine_description()}, Python {platform.python_version()}",
+    results: dict[str, object] = {}
+    if not args.cold_only:  # what every benchmark below shares (the cold run names its own)
+        results["machine"] = f"{machine_description()}, Python {platform.python_version()}"
         # glibc allocator tunables (dev.py sets them): they change speed, never numbers
-        "allocator_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "quick": args.quick,
-    }
-    import torch
+        env = sorted(os.environ.items())
+        results["allocator_env"] = {k: v for k, v in env if k.startswith("MALLOC_")}
+        results["date"] = time.strftime("%Y-%m-%d %H:%M")
+        results["quick"] = args.quick
+        import torch
 
-    results["torch"] = torch.__version__
-    results["torch_threads"] = torch.get_num_threads()
+        results["torch"] = torch.__version__
+        results["torch_threads"] = torch.get_num_threads()
     for path in sorted(HERE.glob("bench_*.py")):
         name = path.stem.removeprefix("bench_")
         if args.cold_only or (only and name not in only):
@@ -116,6 +119,7 @@ def main() -> None:
         numbers = _load(path).run(quick=args.quick)
         results.update({f"{name}.{k}": v for k, v in numbers.items()})
         results[f"{name}.wall_s"] = round(time.perf_counter() - start, 1)
+        results[f"{name}.machine"] = machine_description()
     _write(results)  # the benchmarks are kept even if the cold run below fails
     if not (args.quick or args.no_cold or only):
         try:

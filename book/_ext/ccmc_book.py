@@ -212,7 +212,7 @@ class ChapterOverview(SphinxDirective):
         lines += [
             "",
             f"Book profile measured {results.get('chapter_book_date', '?')} on "
-            f"{results.get('machine', '?')}; paper profile "
+            f"{results.get('chapter_book_machine', results.get('machine', '?'))}; paper profile "
             f"measured {results.get('chapter_paper_date', '?')} "
             f"({results.get('chapter_paper_cap_s', '?')}).",
         ]
