@@ -302,6 +302,10 @@ def _submodules(package: Any) -> list[str]:
 def setup(app: Sphinx) -> dict[str, Any]:
     patch_kernel_polling()
     os.environ[BOOK_BUILD_ENV] = "1"  # inherited by the kernels myst-nb starts
+    # Build-only cells (hidden, left out of every reader's notebook) and the evidence pages
+    # import the repository's tools/: the kernels find it through the inherited path.
+    path = [str(Path(app.srcdir).resolve()), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
     app.add_config_value("ccmc_pages_branch", "gh-pages", "html")
     app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
     app.ccmc_notebooks = {}  # type: ignore[attr-defined]
