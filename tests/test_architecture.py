@@ -186,6 +186,65 @@ def test_the_import_check_sees_the_tooling():
     assert _top_level_imports("from . import tools") == set()  # a relative import is not it
 
 
+PROJECT = ("ccmc_lite", "tools", "benchmarks", "booktools", "book_tools", "fuzzkit")
+
+
+def _private_crossings(path: Path) -> list[str]:
+    """``_names`` a module takes from another module of the project: imported by name, or
+    read as ``module._name`` from a module it imported."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    modules: set[str] = set()  # local names bound to project modules
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            ours = node.level > 0 or (node.module or "").split(".")[0] in PROJECT
+            for alias in node.names if ours else []:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    source = "." * node.level + (node.module or "")
+                    found.append(f"line {node.lineno}: from {source} import {alias.name}")
+                modules.add(alias.asname or alias.name)  # may be a module: checked below
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in PROJECT:
+                    modules.add(alias.asname or alias.name.split(".")[0])
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_private_name_crosses_a_module_boundary():
+    """A leading underscore means "this module only": the package, the tooling and the
+    benchmarks never reach into another module's private names."""
+    paths = [*PACKAGE.rglob("*.py"), *(ROOT / "tools").rglob("*.py")]
+    paths += [*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "book" / "_ext").glob("*.py")]
+    crossings = {p.relative_to(ROOT).as_posix(): _private_crossings(p) for p in paths}
+    offenders = {path: found for path, found in crossings.items() if found}
+    assert not offenders, offenders
+
+
+def test_the_private_name_check_sees_both_kinds(tmp_path):
+    probe = tmp_path / "probe.py"
+    lines = [
+        "from .model import MarkovTransformer, _Block",
+        "from tools import replay",
+        "key = replay._environment()",
+        "from ccmc_lite import core",
+        "core.__all__",
+    ]
+    probe.write_text("\n".join(lines) + "\n")
+    assert _private_crossings(probe) == [
+        "line 1: from .model import _Block",
+        "line 3: replay._environment",
+    ]
+
+
 def test_the_training_loop_is_short_and_its_callers_take_a_config():
     """One readable loop (<= 300 lines); every setting of a call is in its TrainConfig, so no
     training function takes more than 8 parameters (the Markov trainer at most 6)."""

@@ -43,7 +43,7 @@ from ..core.validation import (
     check_size,
 )
 from .kernels import check_kernel, enumerate_chains, lag_one_covariance
-from .model import MarkovTransformer, _Block
+from .model import MarkovTransformer
 
 __all__ = [
     "appendix_d_logits",
@@ -80,14 +80,9 @@ def _kernel_for(model: MarkovTransformer, P: Any) -> torch.Tensor:
     return P
 
 
-def _blocks(model: MarkovTransformer) -> list[_Block]:
-    """``model.blocks`` typed: an ``nn.ModuleList`` iterates as plain ``nn.Module``."""
-    return [cast(_Block, block) for block in model.blocks]
-
-
 def _zero_attention_and_ff(model: MarkovTransformer) -> None:
     with torch.no_grad():
-        for block in _blocks(model):
+        for block in model.layers:
             if block.attention:
                 block.W_O.zero_()
             if block.feed_forward:
@@ -130,9 +125,9 @@ def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransforme
             w = math.sqrt(2.0 * (1.0 - gap / d) / (d * r))
             out.e.fill_(1.0)
             out.pos.fill_(-0.5)
-            W1 = _blocks(out)[0].W_1
+            W1 = out.layers[0].W_1
             W1.fill_(w)
-            _blocks(out)[0].W_2.copy_(-W1.T)
+            out.layers[0].W_2.copy_(-W1.T)
             out.b.fill_(math.log(p / (1 - p)) + d / 2)
         if not out.tied:
             out.a.copy_(out.e)
@@ -174,7 +169,7 @@ def theta_pi(model: MarkovTransformer, P: Any) -> MarkovTransformer:
 
 
 def _attention_off(model: MarkovTransformer) -> bool:
-    return all(not block.attention or bool((block.W_O == 0).all()) for block in _blocks(model))
+    return all(not block.attention or bool((block.W_O == 0).all()) for block in model.layers)
 
 
 def _exact_loss(
@@ -644,8 +639,8 @@ def fit_appendix_d(model: MarkovTransformer) -> dict[str, float]:
         e = float(e_vec.abs().mean())
         pos = model.pos.detach().to(torch.float64)
         p = float((pos @ v).mean() / d)
-        W1 = _blocks(model)[0].W_1.detach().to(torch.float64)
-        W2 = _blocks(model)[0].W_2.detach().to(torch.float64)
+        W1 = model.layers[0].W_1.detach().to(torch.float64)
+        W2 = model.layers[0].W_2.detach().to(torch.float64)
         U, S, Vh = torch.linalg.svd(W1)
         u1, v1 = U[:, 0], Vh[0]
         sign = float(torch.sign(v1 @ v)) or 1.0
