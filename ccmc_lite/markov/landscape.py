@@ -80,13 +80,18 @@ def _kernel_for(model: MarkovTransformer, P: Any) -> torch.Tensor:
     return P
 
 
+def _weight(model: MarkovTransformer, name: str, block: int = 0) -> torch.nn.Parameter:
+    """The weight ``name`` (``"W_O"``, ``"W_1"``, ...) of block ``block``, by its parameter name."""
+    return model.get_parameter(f"blocks.{block}.{name}")
+
+
 def _zero_attention_and_ff(model: MarkovTransformer) -> None:
     with torch.no_grad():
-        for block in model.layers:
-            if block.attention:
-                block.W_O.zero_()
-            if block.feed_forward:
-                block.W_2.zero_()
+        for block in range(model.depth):
+            if model.attention:
+                _weight(model, "W_O", block).zero_()
+            if model.feed_forward:
+                _weight(model, "W_2", block).zero_()
 
 
 def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransformer:
@@ -125,9 +130,9 @@ def theta_star(model: MarkovTransformer, p: float, q: float) -> MarkovTransforme
             w = math.sqrt(2.0 * (1.0 - gap / d) / (d * r))
             out.e.fill_(1.0)
             out.pos.fill_(-0.5)
-            W1 = out.layers[0].W_1
+            W1 = _weight(out, "W_1")
             W1.fill_(w)
-            out.layers[0].W_2.copy_(-W1.T)
+            _weight(out, "W_2").copy_(-W1.T)
             out.b.fill_(math.log(p / (1 - p)) + d / 2)
         if not out.tied:
             out.a.copy_(out.e)
@@ -169,7 +174,8 @@ def theta_pi(model: MarkovTransformer, P: Any) -> MarkovTransformer:
 
 
 def _attention_off(model: MarkovTransformer) -> bool:
-    return all(not block.attention or bool((block.W_O == 0).all()) for block in model.layers)
+    W_O = [_weight(model, "W_O", block) for block in range(model.depth) if model.attention]
+    return all(bool((w == 0).all()) for w in W_O)
 
 
 def _exact_loss(
@@ -639,8 +645,8 @@ def fit_appendix_d(model: MarkovTransformer) -> dict[str, float]:
         e = float(e_vec.abs().mean())
         pos = model.pos.detach().to(torch.float64)
         p = float((pos @ v).mean() / d)
-        W1 = model.layers[0].W_1.detach().to(torch.float64)
-        W2 = model.layers[0].W_2.detach().to(torch.float64)
+        W1 = _weight(model, "W_1").detach().to(torch.float64)
+        W2 = _weight(model, "W_2").detach().to(torch.float64)
         U, S, Vh = torch.linalg.svd(W1)
         u1, v1 = U[:, 0], Vh[0]
         sign = float(torch.sign(v1 @ v)) or 1.0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -294,11 +294,6 @@ class MarkovTransformer(nn.Module):
             "feed_forward": self.feed_forward,
             "activation": self.activation,
         }
-
-    @property
-    def layers(self) -> list[_Block]:
-        """``blocks`` typed as blocks (an ``nn.ModuleList`` iterates as plain ``nn.Module``)."""
-        return [cast(_Block, block) for block in self.blocks]
 
     def readout_weight(self) -> torch.Tensor:
         """``a`` (``K = 2``, shape ``(d,)``) or ``A`` (``(K, d)``); the embedding when tied."""
