@@ -5,8 +5,8 @@ The tree reads as the book does::
     ccmc_lite/
       core/     the foundation: validation, seeding, devices, profiles, chains,
                 the training loop
-      teaching/ plotting, exercise checking, numbers glued into the prose
-      stored/   runs at the papers' settings and chapter snapshots, shipped as data
+      teaching/ plotting and exercise checking
+      stored/   runs at the papers' settings, shipped as data
       ccmc/     Part I   — self-attention is a context-conditioned Markov chain
       markov/   Part II  — the single-layer Markov landscape
       ngram/    Part III — in-context n-grams and sub-n-gram plateaus
@@ -19,8 +19,8 @@ A chapter imports a part by name and calls into it, so every name shows where it
     seed_everything(0)
     P = markov.binary_kernel(0.5, 0.8)
 
-The names every chapter needs (seeding, profiles, training, glue) are importable from the
-top level, and ``ccmc_lite.plotting`` is :mod:`ccmc_lite.teaching.plotting`. Parts never
+The names every chapter needs (seeding, profiles, training) are importable from the top
+level, and ``ccmc_lite.plotting`` is :mod:`ccmc_lite.teaching.plotting`. Parts never
 import each other; ``core`` imports nothing else; ``lens`` may import every part.
 """
 
@@ -31,7 +31,6 @@ from typing import Any
 
 from .teaching import plotting
 from .core.devices import default_device, resolve_device
-from .teaching.gluing import glue
 from .core.profiles import PROFILE_ENV, by_profile, current_profile
 from .core.seeding import derive_seed, numpy_rng, seed_everything, torch_generator
 from .core.batched import TrainResult
@@ -51,7 +50,6 @@ __all__ = [
     "current_profile",
     "default_device",
     "derive_seed",
-    "glue",
     "numpy_rng",
     "plotting",
     "resolve_device",

@@ -81,7 +81,7 @@ SETUP_SOURCE = (ROOT / "book" / "_colab_setup.py").read_text(encoding="utf-8")
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import booktools  # noqa: E402 (the standard library only: the floor test imports this too)
 
-BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # as ccmc_book.BOOK_BUILD_ENV and ccmc_lite.teaching.gluing
+BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # as ccmc_book.BOOK_BUILD_ENV and tools.gluing
 SETUP_TAG = "ccmc-setup"  # as ccmc_book.SETUP_TAG
 
 

@@ -129,7 +129,7 @@ def _top_level_imports(source: str) -> set[str]:
 
 #: The modules of the build and evidence tooling (tools/): none of them lives in the package.
 TOOLING_MODULES = {"replay", "snapshots", "sweeps", "costs", "allocator", "mkl_dispatch",
-                   "paper_runs", "paper_chapters", "gpu_runs"}  # fmt: skip
+                   "paper_runs", "paper_chapters", "gpu_runs", "gluing"}  # fmt: skip
 
 
 def test_no_tooling_module_lives_in_the_package():

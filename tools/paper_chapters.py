@@ -57,11 +57,12 @@ def take(chapter: str) -> tuple[dict, float]:
     nb = jupytext.reads(path.read_text(encoding="utf-8"), fmt="md:myst")
     nb.cells = [c for c in nb.cells if booktools.SNAPSHOT_TAG not in c.metadata.get("tags", [])]
     dump = (
-        "import json\nfrom ccmc_lite.teaching import glued_values\n"
+        "import json\nfrom tools.gluing import glued_values\n"
         f"print({MARK!r} + json.dumps(glued_values()))"
     )
     nb.cells.append(nbformat.v4.new_code_cell(dump))
     os.environ["CCMC_PROFILE"] = "paper"  # the kernel inherits it
+    booktools.put_on_kernel_path(ROOT)  # its build-only cells glue with tools/
     booktools.patch_kernel_polling()  # as the build and the tests do
     start = time.perf_counter()
     NotebookClient(

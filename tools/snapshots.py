@@ -4,7 +4,7 @@ Chapters whose ``paper`` profile is a longer or larger version of the book-profi
 computation (more samples, longer trajectories, more sizes), rather than one big training
 sweep, are executed once at the ``paper`` profile with ``python3 dev.py paper-chapters``,
 which passes what the chapter glued to :func:`save_snapshot`. A snapshot keeps every number
-and string the chapter glues into its prose (:func:`ccmc_lite.teaching.glued_values`), the
+and string the chapter glues into its prose (:func:`tools.gluing.glued_values`), the
 provenance of the run (versions, date, machine, wall time and the command that takes it
 again) and the SHA-256 of the chapter's code, in :data:`SNAPSHOT_FOLDER`.
 
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ccmc_lite.core.validation import check_choice, check_float, check_instance
-from ccmc_lite.teaching.gluing import glue
 
+from .gluing import glue
 from .stored import provenance
 
 __all__ = [
@@ -170,7 +170,7 @@ class ChapterSnapshot:
     ) -> list[tuple[str, Scalar | None, Scalar | None]]:
         """``(name, this run's value, the snapshot's value)`` for every name in either.
 
-        ``values`` are this run's glued values (:func:`ccmc_lite.teaching.glued_values`);
+        ``values`` are this run's glued values (:func:`tools.gluing.glued_values`);
         names matching any of the ``ignore`` patterns (shell-style, e.g. ``"*_seconds"``:
         wall times differ between profiles by design) are left out; a name glued by only
         one of the two runs has ``None`` on the other side.
@@ -231,7 +231,7 @@ class ChapterSnapshot:
         """Glue what the part's Reproduction page shows of this snapshot; return the claims.
 
         The chapter calls this in a hidden cell at its end, where ``values`` are its own
-        glued values (:func:`ccmc_lite.teaching.glued_values`); the Reproduction page pastes
+        glued values (:func:`tools.gluing.glued_values`); the Reproduction page pastes
         the results by name from the chapter. With ``prefix`` the chapter's glue prefix
         (``"p1c2"`` for ``part1/02_...``) it glues:
 

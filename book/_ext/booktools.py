@@ -27,6 +27,7 @@ them from a chapter's source (the tests use it to check that no solution line le
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -268,6 +269,17 @@ def _write_json(path: Path, notebook: Mapping[str, Any]) -> Path:
 
 #: Longest single wait on a kernel socket, in seconds (:func:`patch_kernel_polling`).
 POLL_SLICE_S = 0.5
+
+
+def put_on_kernel_path(folder: Path) -> None:
+    """Prepend ``folder`` to ``PYTHONPATH``, which every kernel started afterwards inherits.
+
+    The build-only cells of the chapters (hidden, left out of every reader's notebook) and
+    the evidence pages import the repository's ``tools/``; the kernels that execute them for
+    the build or for a paper-profile snapshot find it there.
+    """
+    path = [str(Path(folder).resolve()), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
 
 
 def patch_kernel_polling() -> None:

@@ -15,8 +15,7 @@
 5. Every chapter page carries ``<meta name="ccmc-chapter">`` so the browser test knows
    which pages must show launch buttons.
 6. ``CCMC_BOOK_BUILD=1`` is set for the kernels that execute chapters, so
-   :func:`ccmc_lite.glue` records values for the prose (outside the build it only shows
-   figures and displayed values; see :mod:`ccmc_lite.teaching.gluing`).
+   ``tools.gluing.glue`` (called in build-only cells) records values for the prose.
 7. The ``chapter-overview`` directive renders the instructors' table of chapters.
 """
 
@@ -27,14 +26,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from booktools import patch_kernel_polling, write_published
+from booktools import patch_kernel_polling, put_on_kernel_path, write_published
 from docutils import nodes
 from docutils.statemachine import StringList
 from plain_notebooks import commit_of, plain_notebook
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # the same name as ccmc_lite.teaching.gluing.BOOK_BUILD_ENV
+BOOK_BUILD_ENV = "CCMC_BOOK_BUILD"  # the same name as tools.gluing.BOOK_BUILD_ENV
 
 
 def _walk_buttons(buttons: list[dict[str, Any]]):
@@ -302,10 +301,7 @@ def _submodules(package: Any) -> list[str]:
 def setup(app: Sphinx) -> dict[str, Any]:
     patch_kernel_polling()
     os.environ[BOOK_BUILD_ENV] = "1"  # inherited by the kernels myst-nb starts
-    # Build-only cells (hidden, left out of every reader's notebook) and the evidence pages
-    # import the repository's tools/: the kernels find it through the inherited path.
-    path = [str(Path(app.srcdir).resolve()), os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+    put_on_kernel_path(Path(app.srcdir))  # build-only cells import tools/
     app.add_config_value("ccmc_pages_branch", "gh-pages", "html")
     app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
     app.ccmc_notebooks = {}  # type: ignore[attr-defined]

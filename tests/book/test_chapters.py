@@ -62,7 +62,7 @@ KEY_STYLE = re.compile(r"^(p[1-3]c\d|cl|run)_(?:[A-Za-z0-9_]|\{[^}]*\})+$")  # {
     "path", CHAPTERS, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in CHAPTERS]
 )
 def test_chapter_follows_the_cell_and_glue_policies(path):
-    """Removed cells only keep the books (nothing visible needs them), ccmc_lite.glue (not
+    """Removed cells only keep the books (nothing visible needs them), tools.gluing.glue (not
     myst-nb), one glue key style."""
     text = path.read_text(encoding="utf-8")
     assert "remove-input" not in text, f"{path.name} shows output without its code"
@@ -75,7 +75,7 @@ def test_chapter_follows_the_cell_and_glue_policies(path):
             used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
             leaked = sorted(used & hidden_names - _bound_names(tree))
             assert not leaked, f"{path.name}: a visible cell uses {leaked} from a removed cell"
-    assert "myst_nb" not in text, f"{path.name} imports myst_nb; use ccmc_lite.glue"
+    assert "myst_nb" not in text, f"{path.name} imports myst_nb; use tools.gluing.glue"
     keys = [m.group(2) for m in GLUE_KEY.finditer(text)]
     bad = [k for k in keys if not KEY_STYLE.match(k)]
     assert not bad, f"{path.name}: glue keys not in the p<part>c<chapter>_name style: {bad}"
@@ -110,7 +110,7 @@ def test_book_tools_agree_with_the_book_extension():
     import plain_notebooks
 
     import book_tools
-    from ccmc_lite.teaching import gluing
+    from tools import gluing
 
     assert book_tools.SETUP_TAG == plain_notebooks.SETUP_TAG == booktools.SETUP_TAG
     assert book_tools.NOTEBOOK_ONLY_TAG == plain_notebooks.NOTEBOOK_ONLY_TAG

@@ -40,7 +40,7 @@ def test_the_raw_markup_detector():
     found = raw_markup(
         "A {glue:text}`p1c2_slope:.2f` and {cite:t}`ildiz2024` and {numref}`fig-x`.\n"
         "```{prf:theorem} T\n:label: thm-x\n```\n"
-        "> :::{admonition} Tip\n(sec-intro)=\n{func}`ccmc_lite.glue`"
+        "> :::{admonition} Tip\n(sec-intro)=\n{func}`ccmc_lite.train_runs`"
     )
     assert len(found) == 8, found
     plain = (

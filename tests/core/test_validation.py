@@ -20,7 +20,6 @@ from ccmc_lite.core import (
     check_stochastic_matrix,
     check_tokens,
 )
-from ccmc_lite.teaching.gluing import _in_book_build
 
 
 def test_check_int_accepts_python_numpy_and_tensor_integers():
@@ -142,16 +141,6 @@ def test_is_traced_inside_torch_func_only():
     seen = []
     vmap(lambda row: seen.append(is_traced(row)) or row)(x)
     assert seen == [True]
-
-
-def test_in_book_build_reads_the_environment(monkeypatch):
-    from ccmc_lite.teaching.gluing import BOOK_BUILD_ENV
-
-    for value, expected in (("1", True), (" 1 ", True), ("0", False), ("", False)):
-        monkeypatch.setenv(BOOK_BUILD_ENV, value)
-        assert _in_book_build() is expected
-    monkeypatch.delenv(BOOK_BUILD_ENV)
-    assert _in_book_build() is False
 
 
 def test_check_numbers_bool_callable_instance_elements():

@@ -28,8 +28,6 @@ def entries() -> list[Entry]:
     add(E("teaching.plot_reference_levels", a("skip", "obj", "ax"), a({}), label="bad only"))
     add(E("teaching.plot_runs", a("skip", "obj", "ax"), a(xs), a(xs), label="bad only"))
     add(E("teaching.use_book_style"))
-    add(E("teaching.glue", a("fuzz_key"), a(1.0), display=a(False, "bool")))
-    add(E("teaching.glued_values"))
     p3_settings = {
         "S": 3, "n": 3, "T": 8, "alpha": 0.5, "heads": 2, "steps": 4, "lr": 0.01,
         "batch": 4, "test_sequences": 8, "eval_every": 2,

@@ -22,6 +22,8 @@ def entries() -> list[Entry]:
     T: list[Entry] = []
     add = T.append
     add(E("tools.allocator.tune_allocator"))
+    add(E("tools.gluing.glue", a("fuzz_key"), a(1.0), display=a(False, "bool")))
+    add(E("tools.gluing.glued_values"))
     sweep = stored.Sweep(
         name="f", task="tools.markov_tasks:sweep_task", settings={}, runs=[{}], seed=0
     )

@@ -1,24 +1,23 @@
-"""Numbers and figures from code into the book's prose, with or without the book build.
+"""Numbers and figures from the chapters' code into the book's prose (the build only).
 
-The book quotes computed values in its text with myst-nb's *glue* mechanism: a code cell records a
-value under a name, and the prose pastes it (``{glue:text}`name:.3f```). The chapters call
-:func:`~ccmc_lite.teaching.glue` from this module instead of ``myst_nb.glue`` so that a chapter runs
-anywhere the package is installed — Colab, Binder, a downloaded ``.ipynb``, a student notebook —
-without myst-nb, which is a book-build dependency only.
+The book quotes computed values in its text with myst-nb's *glue* mechanism: a code cell
+records a value under a name, and the prose pastes it (``{glue:text}`name:.3f```). The cells
+that glue are build-only (tagged ``remove-cell``): they are left out of every notebook a
+reader gets (downloaded, Colab, Binder, student), so the package never sees them and readers'
+code never imports this module. The chapters call :func:`glue` from here instead of
+``myst_nb.glue`` because the tests execute each chapter in the reader's environment, where
+myst-nb (a build dependency) is not installed.
 
 * **Inside the book build** (the environment variable ``CCMC_BOOK_BUILD`` is ``1``; the book's
-  Sphinx extension and the chapter tests set it), :func:`~ccmc_lite.teaching.glue` writes
-  exactly the output that ``myst_nb.glue`` writes, so the build pastes the value into the
-  prose.
-* **Anywhere else** it shows what a reader needs: the value when ``display=True``, and a figure even
-  when ``display=False`` (in the book the figure appears where the prose pastes it; in a notebook it
-  appears under its cell). Numbers glued with ``display=False`` are quoted by the prose only, so the
-  notebook stays quiet.
+  Sphinx extension and the chapter tests set it), :func:`glue` writes exactly the output that
+  ``myst_nb.glue`` writes, so the build pastes the value into the prose.
+* **Anywhere else** (e.g. a chapter's MyST source opened with Jupytext in the repository) it
+  shows the value when ``display=True``, and a figure even when ``display=False``.
 
 Every number or string glued in this process is also kept, by name, in a registry
-(:func:`~ccmc_lite.teaching.glued_values`): a chapter run at the ``paper`` profile stores it as a
-snapshot (the repository's ``tools/snapshots.py``), and the book-profile page compares its own
-values with that snapshot.
+(:func:`glued_values`): a chapter run at the ``paper`` profile stores it as a snapshot
+(:mod:`tools.snapshots`), and the book-profile page compares its own values with that
+snapshot.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import numbers
 import os
 from typing import Any
 
-from ..core.validation import check_bool
+from ccmc_lite.core.validation import check_bool
 
 __all__ = ["BOOK_BUILD_ENV", "glue", "glued_values"]
 

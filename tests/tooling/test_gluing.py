@@ -1,4 +1,5 @@
-"""The glue registry: every number or string a page glues is kept, by name, as plain Python."""
+"""Glue for the build-only cells: the registry keeps every number or string a page glues, by
+name, as plain Python; the build flag comes from the environment."""
 
 from __future__ import annotations
 
@@ -6,8 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ccmc_lite import glue
-from ccmc_lite.teaching import glued_values
+from tools.gluing import BOOK_BUILD_ENV, _in_book_build, glue, glued_values
 
 
 def test_glue_keeps_plain_scalars_and_skips_other_objects(capsys):
@@ -31,3 +31,11 @@ def test_glue_keeps_plain_scalars_and_skips_other_objects(capsys):
     assert glued_values()["t_float"] == 0.5
     got["t_float"] = -1.0  # a copy
     assert glued_values()["t_float"] == 0.5
+
+
+def test_in_book_build_reads_the_environment(monkeypatch):
+    for value, expected in (("1", True), (" 1 ", True), ("0", False), ("", False)):
+        monkeypatch.setenv(BOOK_BUILD_ENV, value)
+        assert _in_book_build() is expected
+    monkeypatch.delenv(BOOK_BUILD_ENV)
+    assert _in_book_build() is False
