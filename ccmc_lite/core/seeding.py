@@ -35,17 +35,17 @@ def derive_seed(seed: int, *keys: int) -> int:
     return int(state[0]) << 31 | int(state[1]) >> 1
 
 
-def seed_everything(seed: int) -> int:
-    """Seed Python's, NumPy's and torch's global generators; return the seed.
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators.
 
-    Chapters call this once at the top. Library functions never rely on global state;
+    Chapters call this once at the top, often as a cell's last line: it returns nothing, so
+    the notebook shows no output under it. Library functions never rely on global state;
     they take their own ``seed``.
     """
     seed = check_seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)  # noqa: NPY002 (seeding the legacy global stream is the point)
     torch.manual_seed(seed)
-    return seed
 
 
 def torch_generator(seed: int, device: torch.device | str | None = None) -> torch.Generator:

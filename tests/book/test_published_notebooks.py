@@ -125,6 +125,20 @@ def test_published_code_is_the_code_the_reader_tests_ran(built_book):
 
 
 @pytest.mark.book
+def test_the_cells_that_seed_a_chapter_show_no_value(built_book):
+    """``seed_everything(0)`` often ends a chapter's first cell: it returns nothing, so no
+    stray value sits under the imports a reader copies."""
+    checked = 0
+    for chapter in chapter_notebooks():
+        for cell in _notebook(_published(built_book, chapter))["cells"]:
+            if cell["cell_type"] == "code" and "seed_everything(" in _source(cell):
+                results = [o for o in cell["outputs"] if o["output_type"] == "execute_result"]
+                assert not results, f"{chapter.name}: {results[0]['data']}"
+                checked += 1
+    assert checked >= 10  # the chapters seed in their first cell
+
+
+@pytest.mark.book
 def test_student_notebooks_are_the_ones_the_tests_ran(built_book):
     folder = built_book / "student_notebooks"
     expected = {}
