@@ -1,14 +1,14 @@
 """A progress bar that prints plain text lines.
 
 ``tqdm.auto`` renders as a JavaScript widget whose HTML needs a CDN; this one prints a
-handful of ordinary lines (``[#####-----]  50% step 500/1000 | loss 0.6123 | 2.1 s``), so
-the built book shows exactly what a terminal shows.
+handful of ordinary lines (``[#####-----]  50% step 500/1000 | loss 0.6123``), so the built
+book shows exactly what a terminal shows. The lines carry no clock time: the same run prints
+the same lines on any machine (the trainer records its wall time in ``TrainResult.seconds``).
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
 
 from .validation import check_bool, check_size
@@ -39,7 +39,6 @@ class TextProgress:
         self.label = label
         self.enabled = check_bool("enabled", enabled)
         self.stream = stream
-        self._start = time.perf_counter()
         self._next = 1
         self.lines: list[str] = []
 
@@ -59,7 +58,6 @@ class TextProgress:
         parts.append(f" step {step}/{self.total}")
         for key, value in metrics.items():
             parts.append(f" | {key} {value:.4f}")
-        parts.append(f" | {time.perf_counter() - self._start:.1f} s")
         line = "".join(parts)
         self.lines.append(line)
         if self.enabled:
