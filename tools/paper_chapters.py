@@ -8,9 +8,9 @@ A chapter listed here is executed once with ``CCMC_PROFILE=paper`` (in a fresh k
 reader's notebook; the cells tagged ``paper-snapshot``, which compare the page with the
 snapshot, are left out). Everything it glues is written with its provenance and the SHA-256
 of the chapter's code to ``tools/data/paper_chapters/`` by
-:func:`tools.snapshots.save_snapshot`, and the wall time to ``benchmarks/results.json``
-(``chapter_paper_s[...]``). A hidden cell at the chapter's end loads the snapshot and glues
-both profiles' values and verdicts for its part's Reproduction page;
+:func:`tools.snapshots.save_snapshot`; the wall time is part of that provenance, where the
+instructors' chapter table reads it. A hidden cell at the chapter's end loads the snapshot
+and glues both profiles' values and verdicts for its part's Reproduction page;
 ``tests/tooling/test_snapshots.py`` fails when a chapter's code has changed since its
 snapshot was taken.
 """
@@ -31,7 +31,6 @@ import booktools  # noqa: E402
 
 from tools.snapshots import save_snapshot  # noqa: E402
 
-RESULTS = ROOT / "benchmarks" / "results.json"
 MARK = "@@ccmc-snapshot@@"
 
 #: Chapters with a paper profile (``by_profile``) that runs in minutes here, stored as a
@@ -95,9 +94,6 @@ def main(argv: list[str] | None = None) -> int:
             wall_seconds=seconds,
             command=f"python3 dev.py paper-chapters {chapter}",
         )
-        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        results[f"chapter_paper_s[book/{chapter}.md]"] = round(seconds, 1)
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
         print(f"[paper-chapters] {chapter}: {len(values)} values, {seconds:.0f} s -> {path}")
     return 0
 

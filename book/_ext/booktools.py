@@ -13,7 +13,9 @@ This is tooling for the book's authors and instructors, not part of the runtime 
     python3 book/_ext/booktools.py --published _build/html/_sources --out student_notebooks
     python3 dev.py student            # the same
 
-* :func:`chapter_overview` gives the rows of the table on the instructors' page.
+* :func:`chapter_overview` gives the rows of the table on the instructors' page; the
+  chapters stored as paper-profile snapshots take their times from the snapshots
+  (:func:`paper_snapshot_runs`).
 * :func:`patch_kernel_polling` keeps ``nbclient`` from missing a kernel's reply; every
   program here that executes notebooks (the build, the tests, the benchmarks) calls it.
 * :func:`chapter_code_sha256` fingerprints a chapter's code, so that a stored paper-profile
@@ -27,6 +29,7 @@ them from a chapter's source (the tests use it to check that no solution line le
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -42,6 +45,7 @@ __all__ = [
     "count_blocks",
     "has_exercises",
     "is_notebook",
+    "paper_snapshot_runs",
     "patch_kernel_polling",
     "strip_solutions",
     "student_name",
@@ -169,6 +173,9 @@ def strip_solutions(text: str) -> str:
 #: Cells with this tag compare the page with its paper-profile snapshot: they are left out of
 #: the snapshot run and of the code fingerprint.
 SNAPSHOT_TAG = "paper-snapshot"
+#: Where ``dev.py paper-chapters`` writes the chapter snapshots, relative to the book's root
+#: (``tools.snapshots.SNAPSHOT_FOLDER``; a test keeps the two the same).
+SNAPSHOT_FOLDER = Path("tools") / "data" / "paper_chapters"
 
 
 def chapter_code_sha256(chapter: Path) -> str:
@@ -259,8 +266,6 @@ def write_published(outdir: Path, docname: str, notebook: Mapping[str, Any]) -> 
 
 
 def _write_json(path: Path, notebook: Mapping[str, Any]) -> Path:
-    import json
-
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(notebook, indent=1, ensure_ascii=False, sort_keys=True)
     path.write_text(text + "\n", encoding="utf-8")
@@ -321,8 +326,6 @@ def patch_kernel_polling() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import json
-
     parser = argparse.ArgumentParser(
         description="Write student notebooks (no solutions, no outputs) from the published "
         "notebooks of a built book; needs only the standard library."
@@ -350,6 +353,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def paper_snapshot_runs(root: Path | str) -> dict[str, dict[str, Any]]:
+    """The paper-profile run behind each chapter snapshot of the book at ``root``.
+
+    Maps the chapter's path (``book/part1/02_x.md``) to the provenance its snapshot records
+    (``wall_seconds``, ``created``, ``machine``, ...): the one record of when, where and how
+    long that chapter ran at the paper profile.
+    """
+    runs = {}
+    for path in sorted((Path(root) / SNAPSHOT_FOLDER).glob("*.json")):
+        blob = json.loads(path.read_text(encoding="utf-8"))
+        runs[f"book/{blob['chapter']}.md"] = dict(blob["provenance"])
+    return runs
+
+
 def chapter_overview(root: Path | str, results: Mapping[str, Any] | None = None) -> list[dict]:
     """One row per taught chapter of the book at ``root``, in table-of-contents order.
 
@@ -357,7 +374,9 @@ def chapter_overview(root: Path | str, results: Mapping[str, Any] | None = None)
     has the part caption (``part``), the chapter ``title`` (its first ``#`` heading), its
     ``path`` relative to ``root``, the number of ``exercises`` (gated ``exercise-start`` or
     plain ``exercise`` blocks) and the run time in seconds of each profile, ``book_s`` and
-    ``paper_s``, read from ``results`` (the keys ``chapter_<profile>_s[<path>]`` that
+    ``paper_s``. A chapter with a snapshot takes ``paper_s`` from it
+    (:func:`paper_snapshot_runs`; ``paper_from_snapshot`` is then true); the other times are
+    read from ``results`` (the keys ``chapter_<profile>_s[<path>]`` that
     ``benchmarks/chapter_times.py`` writes; ``None`` when not measured; a string such as
     ``">240"`` when the run was stopped at a cap).
 
@@ -371,6 +390,7 @@ def chapter_overview(root: Path | str, results: Mapping[str, Any] | None = None)
         results = {}
     if not isinstance(results, Mapping):
         raise TypeError(f"results must be a mapping; got {type(results).__name__}")
+    snapshots = paper_snapshot_runs(root)
     rows = []
     for entry in toc_entries(root):
         chapter, caption = entry.path, entry.caption
@@ -386,7 +406,10 @@ def chapter_overview(root: Path | str, results: Mapping[str, Any] | None = None)
                 "path": rel,
                 "exercises": count_blocks(text, "exercise-start") + count_blocks(text, "exercise"),
                 "book_s": results.get(f"chapter_book_s[{rel}]"),
-                "paper_s": results.get(f"chapter_paper_s[{rel}]"),
+                "paper_s": snapshots[rel]["wall_seconds"]
+                if rel in snapshots
+                else results.get(f"chapter_paper_s[{rel}]"),
+                "paper_from_snapshot": rel in snapshots,
             }
         )
     return rows

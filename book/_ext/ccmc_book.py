@@ -178,18 +178,20 @@ def _seconds(value: Any) -> str:
 class ChapterOverview(SphinxDirective):
     """``{chapter-overview}``: one table row per taught chapter (instructors' page).
 
-    Rows come from :func:`booktools.chapter_overview` (the toc, the chapter sources) and the
-    chapter timings in ``benchmarks/results.json``.
+    Rows come from :func:`booktools.chapter_overview` (the toc, the chapter sources, the
+    chapter timings in ``benchmarks/results.json`` and the chapter snapshots' provenance).
     """
 
     has_content = False
 
     def run(self) -> list[Any]:
-        from booktools import chapter_overview, student_name
+        from booktools import SNAPSHOT_FOLDER, chapter_overview, paper_snapshot_runs, student_name
 
         root = Path(self.env.srcdir)
         results_path = root / "benchmarks" / "results.json"
         self.env.note_dependency(str(results_path))
+        for snapshot in sorted((root / SNAPSHOT_FOLDER).glob("*.json")):
+            self.env.note_dependency(str(snapshot))
         results = json.loads(results_path.read_text()) if results_path.exists() else {}
         rows = chapter_overview(root, results)
         if not rows:
@@ -204,15 +206,20 @@ class ChapterOverview(SphinxDirective):
             link = Path(os.path.relpath(root / r["path"], here)).as_posix()
             name = student_name(str(Path(r["path"]).with_suffix("")))
             student = f"[{name}.ipynb]({site}/student_notebooks/{name}.ipynb)"
+            paper = _seconds(r["paper_s"]) + (" \\*" if r["paper_from_snapshot"] else "")
             lines.append(
                 f"| {r['part'].split(' — ')[0]} | [{r['title']}]({link}) | {r['exercises']} | "
-                f"{student} | {_seconds(r['book_s'])} | {_seconds(r['paper_s'])} |"
+                f"{student} | {_seconds(r['book_s'])} | {paper} |"
             )
+        snapshots = paper_snapshot_runs(root).values()
+        days = sorted({run["created"][:10] for run in snapshots})
+        machines = sorted({run["machine"] for run in snapshots})
         lines += [
             "",
             f"Book profile measured {results.get('chapter_book_date', '?')} on "
-            f"{results.get('chapter_book_machine', results.get('machine', '?'))}; paper profile "
-            f"measured {results.get('chapter_paper_date', '?')} "
+            f"{results.get('chapter_book_machine', '?')}. Paper profile: the chapters marked "
+            f"\\* were timed when their snapshot was taken ({', '.join(days)}, on "
+            f"{'; '.join(machines)}); the others {results.get('chapter_paper_date', '?')} "
             f"({results.get('chapter_paper_cap_s', '?')}).",
         ]
         container = nodes.container(classes=["ccmc-chapter-overview"])

@@ -615,7 +615,16 @@ def test_chapter_overview(tmp_path):
         "exercises": 1,
         "book_s": 12.5,
         "paper_s": ">240",
+        "paper_from_snapshot": False,
     }
+    # a snapshot of the chapter is the one record of its paper-profile run
+    snapshots = tmp_path / "tools" / "data" / "paper_chapters"
+    snapshots.mkdir(parents=True)
+    run = {"wall_seconds": 93.5, "created": "2026-11-29 05:46:53 UTC", "machine": "m"}
+    blob = {"chapter": "part1/ch", "values": {}, "code_sha256": "0", "provenance": run}
+    (snapshots / "part1__ch.json").write_text(json.dumps(blob))
+    (row,) = chapter_overview(tmp_path, results)
+    assert (row["paper_s"], row["paper_from_snapshot"], row["book_s"]) == (93.5, True, 12.5)
     assert chapter_overview(tmp_path)[0]["book_s"] is None
     with pytest.raises(ValueError, match=r"root must be a book folder containing _toc\.yml"):
         chapter_overview(tmp_path / "book")

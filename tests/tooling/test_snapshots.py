@@ -8,6 +8,7 @@ provenance, taken from the chapter's current code, and shows it in a ``paper-sna
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -184,6 +185,21 @@ def test_snapshot_is_fresh_complete_and_shown(chapter):
         assert f"../{chapter}.md::" in page and "_snap_verdict:s`" in page
     prefix = "cl" if part == "closing" else f"p{part[4:]}c{int(name[:2])}"
     assert snap.values and all(k.startswith(prefix + "_") for k in snap.values)
+
+
+def test_the_instructors_table_times_each_snapshot_chapter_by_its_snapshot():
+    """One record of a paper-profile run: the table reads the snapshot, not a second copy."""
+    from tools.snapshots import SNAPSHOT_FOLDER
+
+    assert ROOT / booktools.SNAPSHOT_FOLDER == SNAPSHOT_FOLDER
+    rows = {r["path"]: r for r in booktools.chapter_overview(ROOT, {})}
+    for chapter in CHAPTERS:
+        row = rows[f"book/{chapter}.md"]
+        assert row["paper_from_snapshot"]
+        assert row["paper_s"] == load_snapshot(chapter).provenance["wall_seconds"]
+    results = json.loads((ROOT / "benchmarks" / "results.json").read_text())
+    stale = [k for k in results if k.removeprefix("chapter_paper_s[book/")[:-4] in CHAPTERS]
+    assert not stale, f"benchmarks/results.json repeats the snapshots' times: {stale}"
 
 
 def test_every_chapter_with_a_paper_profile_shows_its_paper_results():
