@@ -7,8 +7,8 @@ Two targets from the Part I issue:
    sampler called once per trajectory (a Python loop over trajectories), timed on a few
    trajectories and extrapolated linearly to 10^4.
 2. **MLE solver.** ``K = 10`` and ``n = 10^5`` (prompt, next-token) samples with distinct
-   prompts; damped Newton (:func:`ccmc_lite.mle.fit_newton`) to a gradient norm below
-   1e-8. Baseline: plain gradient descent from zero (:func:`ccmc_lite.mle.fit_gd`, step
+   prompts; damped Newton (:func:`ccmc_lite.ccmc.fit_newton`) to a gradient norm below
+   1e-8. Baseline: plain gradient descent from zero (:func:`ccmc_lite.ccmc.fit_gd`, step
    ``1/L``) run for the same wall-clock time; we report the gradient norm it reaches.
 
 Each measurement is preceded by a small warm-up call. ``run(quick=True)`` uses smaller

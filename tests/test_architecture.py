@@ -269,3 +269,26 @@ def test_the_foundation_stays_small():
     reader can read all of it."""
     lines = sum(len(p.read_text().splitlines()) for p in (PACKAGE / "core").glob("*.py"))
     assert lines <= 1500, f"ccmc_lite/core has {lines} lines"
+
+
+#: Test files that test a contract across modules rather than one module, and why.
+ACROSS_MODULES = {
+    "teaching/test_exercises_contract.py": "the one contract every part's checkers keep",
+}
+
+
+def test_unit_tests_mirror_the_package():
+    """``tests/<subpackage>/test_<module>[_<what>].py``: each file names the module it tests.
+
+    ``test_<subpackage>_<module>`` is allowed where two parts have a module of one name
+    (pytest imports test files by their base name).
+    """
+    for sub in SUBPACKAGES:
+        modules = {p.stem for p in (PACKAGE / sub).glob("*.py")} - {"__init__"}
+        for path in sorted((ROOT / "tests" / sub).glob("test_*.py")):
+            rel = path.relative_to(ROOT / "tests").as_posix()
+            stem = path.stem.removeprefix("test_").removeprefix(f"{sub}_")
+            named = any(stem == m or stem.startswith(f"{m}_") for m in modules)
+            assert named or rel in ACROSS_MODULES, (
+                f"tests/{rel} names no module of ccmc_lite.{sub} ({sorted(modules)})"
+            )

@@ -47,7 +47,7 @@ NOT_UNIT = ("teaching/test_checking_student.py", "teaching/test_exercises_contra
 RAISED_BY_TORCH = {"sympy"}
 #: A chapter whose explorer is an ``ipywidgets.interact``: notebook execution, figures and the
 #: widget API at their floors. Training at the floors is the unit tests' (test_training,
-#: test_markov_runs and the parts' trainers run in the unit-test run above).
+#: test_runs (markov) and the parts' trainers run in the unit-test run above).
 FLOOR_CHAPTERS = (ROOT / "book" / "part2" / "02_unigram_trap.md",)
 
 

@@ -1,4 +1,7 @@
-"""Tests for ccmc_lite.attention (Ildiz et al. 2024, Sec. 2.2-2.3, Lemmas 2.2/2.5, Thm 2.6, A.2)."""
+"""Tests for ccmc_lite.ccmc.attention.
+
+Ildiz et al. 2024, Sec. 2.2-2.3, Lemmas 2.2/2.5, Thm 2.6, A.2.
+"""
 
 from __future__ import annotations
 

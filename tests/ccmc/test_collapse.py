@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.collapse (Ildiz et al. 2024, Sec. 5, Lemmas 5.2/5.3, Fig. 4/5)."""
+"""Tests for ccmc_lite.ccmc.collapse (Ildiz et al. 2024, Sec. 5, Lemmas 5.2/5.3, Fig. 4/5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Tests for ccmc_lite.coverage (Ildiz et al. 2024, Def. 3.3, Thm 3.4, Obs. 1, Cor 3.5, App. C)."""
+"""Tests for ccmc_lite.ccmc.coverage.
+
+Ildiz et al. 2024, Def. 3.3, Thm 3.4, Obs. 1, Cor 3.5, App. C.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.mle (Ildiz et al. 2024, eq. (5)/(7)-(8), Lemma 3.7, Cor 3.5/3.8)."""
+"""Tests for ccmc_lite.ccmc.mle (Ildiz et al. 2024, eq. (5)/(7)-(8), Lemma 3.7, Cor 3.5/3.8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.validation: every check accepts good input and names bad input."""
+"""Tests for ccmc_lite.core.validation: every check accepts good input and names bad input."""
 
 from __future__ import annotations
 

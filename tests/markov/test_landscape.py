@@ -1,4 +1,7 @@
-"""Tests for ccmc_lite.landscape: constructions, exact losses and Hessians (Makkuva et al.)."""
+"""Tests for ccmc_lite.markov.landscape.
+
+Constructions, exact losses and Hessians (Makkuva et al. 2024).
+"""
 
 from __future__ import annotations
 

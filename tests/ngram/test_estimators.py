@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.estimators (Varre et al. 2025, Def. 2.1 and App. F.2)."""
+"""Tests for ccmc_lite.ngram.estimators (Varre et al. 2025, Def. 2.1 and App. F.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.ngram_landscape (Varre et al. 2025, Lemma 3.1, Prop. 3.2, Thm. 4.2)."""
+"""Tests for ccmc_lite.ngram.landscape (Varre et al. 2025, Lemma 3.1, Prop. 3.2, Thm. 4.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.plateaus (automatic plateau detection, Varre et al. 2025, Sec. 5)."""
+"""Tests for ccmc_lite.ngram.plateaus (automatic plateau detection, Varre et al. 2025, Sec. 5)."""
 
 from __future__ import annotations
 

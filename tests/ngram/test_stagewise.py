@@ -1,4 +1,7 @@
-"""Tests for ccmc_lite.stagewise (the Sec. 5 experiment glue)."""
+"""Tests for ccmc_lite.ngram.stagewise.
+
+The data, loss and evaluation of Varre et al. 2025, Sec. 5.
+"""
 
 from __future__ import annotations
 

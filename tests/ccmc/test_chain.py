@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.ccmc (Ildiz et al. 2024, Def. 2.1, eq. (1)-(3), Sec. 2.3, App. A)."""
+"""Tests for ccmc_lite.ccmc.chain (Ildiz et al. 2024, Def. 2.1, eq. (1)-(3), Sec. 2.3, App. A)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.ngram (Varre et al. 2025, Sec. 2.2 and App. H)."""
+"""Tests for ccmc_lite.ngram.data (Varre et al. 2025, Sec. 2.2 and App. H)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Tests for ccmc_lite.markov: kernels, stationary laws, entropies, sampling."""
+"""Tests for ccmc_lite.markov.kernels and ccmc_lite.core.chains.
+
+Kernels, stationary laws, entropies, sampling.
+"""
 
 from __future__ import annotations
 

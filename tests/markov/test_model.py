@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.markov_transformer: the Makkuva et al. model and its losses."""
+"""Tests for ccmc_lite.markov.model: the Makkuva et al. model and its losses."""
 
 from __future__ import annotations
 

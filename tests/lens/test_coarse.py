@@ -1,4 +1,4 @@
-"""Tests for ccmc_lite.lens: conditional entropies, coarse gaps and n-gram levels."""
+"""Tests for ccmc_lite.lens.coarse: conditional entropies, coarse gaps and n-gram levels."""
 
 from __future__ import annotations
 
