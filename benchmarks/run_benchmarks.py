@@ -10,9 +10,9 @@ Each ``bench_<name>.py`` module exposes ``run(quick: bool) -> dict`` of named nu
 The cold measurement clones the repository into a temporary folder and times ``.ci/run``
 there, exactly as CI runs it: the environment from the lock file, the reader's
 environment, every chapter executed (empty cache), the ``-W`` book build and every test.
-One run of the script (without flags) writes every figure of issue 13's table — the three
-batched-vs-loop ratios, the Part II paper step against this machine's limit and the cold
-CI time — into ``benchmarks/results.json`` together.
+One run of the script (without flags) writes every figure the Reproduction pages and the
+running page quote — the three batched-vs-loop ratios, the Part II paper step against this
+machine's limit and the cold CI time — into ``benchmarks/results.json`` together.
 """
 
 from __future__ import annotations
