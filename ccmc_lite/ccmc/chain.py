@@ -27,6 +27,7 @@ The module provides
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -565,6 +566,20 @@ class PromptData:
             self.weights.shape[:-1],
         )
 
+    def run_axes_with(self, name: str, shape: Sequence[int]) -> torch.Size:
+        """The run axes of a parameter with leading axes ``shape`` and of the data, broadcast.
+
+        One run of ``P`` (or ``W``, ``Θ``) meets one data set: two runs against three data
+        sets contradict each other, and the ``ValueError`` names ``name`` and the data.
+        """
+        try:
+            return _broadcast(shape, self.batch_shape)
+        except ValueError:
+            raise ValueError(
+                f"{name} and data must have the same run axes (or broadcast): {name} has "
+                f"{tuple(shape)}, data {tuple(self.batch_shape)}"
+            ) from None
+
     @property
     def n_rows(self) -> int:
         """Number of rows ``N``."""
@@ -742,6 +757,7 @@ def log_likelihood(P: Any, data: PromptData, *, average: bool = False) -> torch.
     P = check_transition(P, batched=True)
     if P.shape[-1] != data.K:
         raise ValueError(f"P must be {data.K} x {data.K} to match the data; got {tuple(P.shape)}")
+    data.run_axes_with("P", P.shape[:-2])
     rows = _rows(P, data.query)  # (..., N, K)
     num = data.counts * rows
     den = num.sum(-1)  # (..., N)

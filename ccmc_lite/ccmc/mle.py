@@ -128,11 +128,6 @@ def _check_fit(
         )
 
 
-def _broadcast(*shapes: Any) -> torch.Size:
-    """Broadcast shapes (``numpy.broadcast_shapes``; ``torch.broadcast_shapes`` allocates)."""
-    return torch.Size(np.broadcast_shapes(*(tuple(s) for s in shapes)))
-
-
 def _check_data(data: Any) -> PromptData:
     if not isinstance(data, PromptData):
         raise TypeError(f"data must be a PromptData; got {type(data).__name__}")
@@ -157,7 +152,7 @@ def _row_logits(Theta: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
     if query.ndim == 1:  # rows shared by every run: one index_select
         return Theta.index_select(-2, query)
     K = Theta.shape[-1]
-    batch = _broadcast(Theta.shape[:-2], query.shape[:-1])
+    batch = torch.broadcast_shapes(Theta.shape[:-2], query.shape[:-1])  # checked by callers
     N = query.shape[-1]
     flat_T = Theta.expand(*batch, K, K).reshape(-1, K)  # (B*K, K), B = prod(batch)
     offsets = torch.arange(flat_T.shape[0] // K, device=Theta.device).reshape(*batch, 1) * K
@@ -188,7 +183,9 @@ def _derivatives(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Loss ``(...)``, gradient ``(..., K, K)`` and Hessian blocks ``(..., K, K, K)`` in Θ."""
     K = data.K
-    z = _z(Theta, data.counts, data.query)  # (..., N, K)
+    batch = data.run_axes_with("Theta", Theta.shape[:-2])  # one W may meet many data sets
+    z = _z(Theta, data.counts, data.query)
+    z = z.expand(*batch, *z.shape[-2:])  # (..., N, K)
     lse = torch.logsumexp(z, -1)
     p = torch.exp(z - lse[..., None])  # (..., N, K) = pi^{X_i}
     y = data.y.expand(z.shape[:-1])
@@ -232,6 +229,7 @@ def _nll_of_logits(Theta: Any, data: PromptData) -> torch.Tensor:
         raise ValueError(
             f"Theta must have shape (..., {data.K}, {data.K}); got {tuple(Theta.shape)}"
         )
+    data.run_axes_with("Theta", Theta.shape[:-2])
     return _nll_logits(Theta, data.counts, data.query, data.y, data.weights)
 
 
@@ -246,6 +244,7 @@ def nll(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     d = E.shape[1]
     if W.ndim < 2 or W.shape[-2:] != (d, d):
         raise ValueError(f"W must have shape (..., {d}, {d}); got {tuple(W.shape)}")
+    data.run_axes_with("W", W.shape[:-2])
     return _nll_logits(_logits(W, E), data.counts, data.query, data.y, data.weights)
 
 
@@ -289,11 +288,11 @@ def _hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     W = torch.as_tensor(W, dtype=torch.float64)
     if W.ndim != 2:
         raise ValueError(f"W must be a single (d, d) matrix; got shape {tuple(W.shape)}")
+    if data.batch_shape:
+        raise ValueError(f"data must be one data set (no run axes); got {tuple(data.batch_shape)}")
     _, _, H = _derivatives(_logits(W, E), data, hessian=True)
     if H is None:  # hessian=True always computes it
         raise RuntimeError("_derivatives returned no Hessian")
-    if H.ndim != 3:
-        raise ValueError("_hessian_weights needs data with unbatched weights")
     K, d = E.shape
     H_full = torch.zeros(K * K, K * K, dtype=torch.float64)
     for k in range(K):
@@ -331,6 +330,10 @@ def asymptotic_error(W: Any, E: Any, population: PromptData) -> float:
     singular (a co-occurrence graph is disconnected).
     """
     check_instance("population", population, PromptData)
+    if population.batch_shape:
+        raise ValueError(
+            f"population must be one data set (no run axes); got {tuple(population.batch_shape)}"
+        )
     H = hessian_on_subspace(W, E, population)
     eig = torch.linalg.eigvalsh(H)
     if float(eig.min()) <= 1e-12 * float(eig.max()):

@@ -59,7 +59,18 @@ def entries() -> list[Entry]:
         add(E(name, a(P3, "undefined", P=Pu), *rest, label="undefined", **kw))
     add(E("ccmc.check_transition", a(P3, "stoch")))
     add(E("ccmc.frequencies", a(X, "tokens", K=3), a(3, "int", huge=False)))
-    add(E("ccmc.log_likelihood", a(P3, "stoch"), a(pop, "obj", "data"), allow=("inf",)))
+    # two runs of the parameter against data weighted for three runs: contradictory
+    pop3 = pop.with_weights(pop.weights.expand(3, -1))
+    P2 = torch.stack([P3, 0.5 * P3 + 0.5 / 3])
+    add(
+        E(
+            "ccmc.log_likelihood",
+            a(P3, "stoch"),
+            a(pop, "obj", "data"),
+            allow=("inf",),
+            cases=[("relation", "P of 2 runs, data of 3", {0: P2, 1: pop3}, "raise")],
+        )
+    )
     add(E("ccmc.population_data", a(P3, "stoch"), a(prompts, "obj", "prompts")))
     add(
         E(
@@ -201,6 +212,7 @@ def entries() -> list[Entry]:
             a(W3, "array", "W", shape=False),
             a(E3, "array", "E"),
             a(pop, "obj", "population"),
+            cases=[("relation", "population of 3 runs", {2: pop3}, "raise")],
         )
     )
     add(
@@ -236,6 +248,7 @@ def entries() -> list[Entry]:
             seed=a(0, "seed"),
         )
     )
+    W2 = torch.stack([W3, -W3])
     for f in ("gradient", "hessian_on_subspace", "nll"):
         add(
             E(
@@ -243,9 +256,25 @@ def entries() -> list[Entry]:
                 a(W3, "array", "W", shape=False),
                 a(E3, "array", "E"),
                 a(pop, "obj", "data"),
+                cases=[
+                    ("relation", "W of 2 runs, data of 3", {0: W2, 2: pop3}, "raise"),
+                    (
+                        "relation",
+                        "data of 3 runs",
+                        {2: pop3},
+                        "finite" if f != "hessian_on_subspace" else "raise",
+                    ),
+                ],
             )
         )
-    add(E("ccmc.hessian_logits", a(W3, "array", "Theta", shape=False), a(pop, "obj", "data")))
+    add(
+        E(
+            "ccmc.hessian_logits",
+            a(W3, "array", "Theta", shape=False),
+            a(pop, "obj", "data"),
+            cases=[("relation", "Theta of 2 runs, data of 3", {0: W2, 1: pop3}, "raise")],
+        )
+    )
     add(E("ccmc.binary_collapse_chain", a(0.3, "prob")))
     add(E("ccmc.collapse_explorer", label="widget"))
     add(E("ccmc.collapse_exponent", a(0.3, "prob")))

@@ -67,6 +67,38 @@ def test_gradient_matches_autograd():
     torch.testing.assert_close(project_onto_subspace(g, E), g)
 
 
+def test_one_w_meets_a_batch_of_data_sets_and_contradicting_runs_are_named():
+    """Run axes broadcast: one W against three weightings is the three answers stacked;
+    two runs of W against three weightings contradict each other and raise, naming both."""
+    E, _W, P, prompts = problem(K=3, d=4, seed=5)
+    data = population_data(P, prompts)
+    weights = torch.rand(3, data.n_rows, dtype=torch.float64) + 0.1
+    batch = data.with_weights(weights)
+    W = torch.randn(4, 4, dtype=torch.float64)
+    singles = [data.with_weights(w) for w in weights]
+    torch.testing.assert_close(nll(W, E, batch), torch.stack([nll(W, E, d) for d in singles]))
+    torch.testing.assert_close(
+        gradient(W, E, batch), torch.stack([gradient(W, E, d) for d in singles])
+    )
+    Theta = torch.randn(3, 3, dtype=torch.float64)
+    torch.testing.assert_close(
+        hessian_logits(Theta, batch), torch.stack([hessian_logits(Theta, d) for d in singles])
+    )
+    two = torch.stack([W, -W])
+    for call, name in [
+        (lambda: nll(two, E, batch), "W"),
+        (lambda: gradient(two, E, batch), "W"),
+        (lambda: hessian_logits(torch.stack([Theta, Theta]), batch), "Theta"),
+        (lambda: log_likelihood(torch.stack([P, P]), batch), "P"),
+    ]:
+        with pytest.raises(ValueError, match=rf"{name} and data must have the same run axes"):
+            call()
+    with pytest.raises(ValueError, match=r"data must be one data set \(no run axes\)"):
+        hessian_on_subspace(W, E, batch)
+    with pytest.raises(ValueError, match=r"population must be one data set"):
+        asymptotic_error(W, E, batch)
+
+
 def test_hessians_match_autograd_and_are_psd():
     E, _W, P, prompts = problem(K=3, d=4, seed=2)
     data = population_data(P, prompts)
