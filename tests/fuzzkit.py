@@ -69,7 +69,11 @@ class CallTimeout(BaseException):
 
 
 def public_callables() -> dict[str, Callable[..., Any]]:
-    """``"part.name" -> object`` for every public callable outside the excluded modules."""
+    """``"part.name" -> object`` for every public callable outside the excluded modules.
+
+    A public class's own public methods are callables too (``"part.Class.method"``, the
+    function itself: an entry passes the instance as its first argument, ``self``).
+    """
     out: dict[str, Callable[..., Any]] = {}
     for part in PARTS:
         mod = importlib.import_module(f"ccmc_lite.{part}")
@@ -81,6 +85,12 @@ def public_callables() -> dict[str, Callable[..., Any]]:
             if home.split(".")[-1] in EXCLUDED_MODULES:
                 continue
             out[f"{part}.{name}"] = obj
+            if inspect.isclass(obj):  # its public methods, called with an instance first
+                for method, attr in vars(obj).items():
+                    if isinstance(attr, (staticmethod, classmethod)):
+                        attr = attr.__func__
+                    if not method.startswith("_") and inspect.isfunction(attr):
+                        out[f"{part}.{name}.{method}"] = attr
     import ccmc_lite
 
     covered = {id(obj) for obj in out.values()}

@@ -573,6 +573,10 @@ class PromptData:
         sets contradict each other, and the ``ValueError`` names ``name`` and the data.
         """
         try:
+            shape = torch.Size(shape)
+        except (TypeError, ValueError):
+            raise TypeError(f"shape must be a sequence of sizes; got {shape!r:.60}") from None
+        try:
             return _broadcast(shape, self.batch_shape)
         except ValueError:
             raise ValueError(

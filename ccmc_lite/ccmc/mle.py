@@ -647,6 +647,13 @@ class AttentionMLE(nn.Module):
         weights: torch.Tensor,
     ) -> torch.Tensor:
         """Loss (8) of one run's rows: ``counts`` ``(N, K)``, ``query``, ``y``, ``weights``."""
+        K, named = self.E.shape[0], {"counts": counts, "query": query, "y": y, "weights": weights}
+        for name, value in named.items():
+            check_instance(name, value, torch.Tensor)
+        N = weights.shape[-1] if weights.ndim else -1
+        if counts.shape[-2:] != (N, K) or query.shape[-1:] != (N,) or y.shape[-1:] != (N,):
+            shapes = ", ".join(f"{n} {tuple(v.shape)}" for n, v in named.items())
+            raise ValueError(f"counts must be (N, {K}) and query, y, weights (N,); got {shapes}")
         return _nll_logits(_logits(self.W, self.E), counts, query, y, weights)
 
 

@@ -96,7 +96,7 @@ class TrainResult:
         """Stacked parameters ``name -> (R, ...)`` after ``step`` updates (default: final)."""
         if step is None:
             return self.params
-        if step not in self.checkpoints:
+        if check_int("step", step, minimum=0) not in self.checkpoints:
             raise ValueError(
                 f"step must be one of the checkpoint steps {sorted(self.checkpoints)}; got {step}"
             )
@@ -114,6 +114,12 @@ class TrainResult:
         ``args`` carry a leading run axis ``R``; ``step`` picks a checkpoint (default: the
         final parameters); ``dtype`` converts the parameters first (e.g. ``torch.float32``).
         """
+        for i, arg in enumerate(args):
+            if isinstance(arg, torch.Tensor) and (arg.ndim == 0 or arg.shape[0] != self.n_runs):
+                raise ValueError(
+                    f"args[{i}] must have a leading run axis of {self.n_runs}; "
+                    f"got shape {tuple(arg.shape)}"
+                )
         params = self.params_at(step)
         if dtype is not None:
             params = {k: v.to(dtype) for k, v in params.items()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from .validation import check_bool, check_size
+from .validation import check_bool, check_int, check_size
 
 __all__ = ["TextProgress"]
 
@@ -47,6 +47,7 @@ class TextProgress:
 
     def update(self, step: int, **metrics: float) -> None:
         """Report that ``step`` steps are done; prints a line when one is due."""
+        step = check_int("step", step, minimum=0, maximum=self.total)
         if not self._due(step):
             return
         while self._due(step):

@@ -152,6 +152,8 @@ class TrainConfig:
 
     def make_optimizer(self, params: list[torch.Tensor]) -> torch.optim.Optimizer:
         """This config's optimiser over ``params``; ``foreach``: one fused update of all."""
+        if isinstance(params, torch.Tensor) or not hasattr(params, "__iter__"):
+            raise TypeError(f"params must be a list of tensors; got {type(params).__name__}")
         if self.optimizer == "sgd":
             return torch.optim.SGD(params, lr=self.lr, weight_decay=self.weight_decay, foreach=True)
         adam = torch.optim.AdamW if self.optimizer == "adamw" else torch.optim.Adam

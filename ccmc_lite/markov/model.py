@@ -303,6 +303,9 @@ class MarkovTransformer(nn.Module):
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         """Token + positional embedding ``x_n`` of tokens ``x`` (``(B, T)``) -> ``(B, T, d)``."""
+        return self._embed(check_model_tokens("x", x, self, ndim=(1, 2, 3)))
+
+    def _embed(self, x: torch.Tensor) -> torch.Tensor:
         T = x.shape[-1]
         if self.K == 2:
             tok = x.unsqueeze(-1).to(self.e.dtype) * self.e  # x_n e  (uni-embedding)
@@ -315,7 +318,7 @@ class MarkovTransformer(nn.Module):
         if output not in ("log_probs", "logits", "parts"):
             raise ValueError(f"output must be 'log_probs', 'logits' or 'parts'; got {output!r}")
         x = check_model_tokens("x", x, self, ndim=(1, 2, 3))
-        h = self.embed(x)  # (B, T, d)
+        h = self._embed(x)  # (B, T, d)
         parts: dict[str, Any] = {"x": h, "attention": [], "y": [], "z": []}
         for block in self.blocks:
             z, contribution = block(h)

@@ -137,7 +137,12 @@ class MarkovRuns:
         self, *, n_test: int = 64, seed: int = 0, steps: Sequence[int] | None = None
     ) -> tuple[list[int], torch.Tensor]:
         """Test loss (eq. (1), scored against the true kernel) at checkpoints: ``(R, S)``."""
-        steps = self.checkpoint_steps if steps is None else [int(s) for s in steps]
+        if steps is None:
+            steps = self.checkpoint_steps
+        elif isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+            raise TypeError(f"steps must be a sequence of checkpoint steps; got {steps!r:.60}")
+        else:
+            steps = [check_int("steps", s, minimum=0) for s in steps]
         x = self.test_sequences(n_test, seed)  # (R, n_test, N)
         P = self.kernels.to(torch.float32)  # (R, K, K)
         out = [self.result.map_runs(kernel_loss, x, P, step=s, dtype=torch.float32) for s in steps]

@@ -35,6 +35,7 @@ from torch import nn
 from ..core.validation import (
     DEFAULT_LIMITS,
     as_tensor,
+    check_bool,
     check_choice,
     check_elements,
     check_float,
@@ -181,8 +182,11 @@ class SimplifiedTransformer(nn.Module):
 
     def first_layer(self, tokens: torch.Tensor) -> torch.Tensor:
         """``r1``: the skip block and the ``H`` head outputs, concatenated; ``(B, T, D)``."""
+        return self._first_layer(check_model_tokens("tokens", tokens, self))
+
+    def _first_layer(self, tokens: torch.Tensor) -> torch.Tensor:
         T = tokens.shape[-1]
-        r0 = self.embed(tokens)  # (B, T, d)
+        r0 = self._embed(tokens)  # (B, T, d)
         att = _causal_softmax(self.A1[:, :T, :T])  # (H, T, T)
         heads = torch.einsum("htj,bjd,hed->bthe", att, r0, self.V1)  # (B, T, H, d)
         r1 = torch.cat([r0.unsqueeze(2), heads], dim=2)  # (B, T, H+1, d)
@@ -203,18 +207,21 @@ class SimplifiedTransformer(nn.Module):
         ``all_positions=True`` returns ``(B, T', S)``, the prediction after every position.
         """
         tokens = check_model_tokens("tokens", tokens, self)
-        if all_positions:
-            r1 = self.first_layer(tokens)  # (B, T', D)
+        if check_bool("all_positions", all_positions):
+            r1 = self._first_layer(tokens)  # (B, T', D)
             keys = r1 @ self.K2.T  # (B, T', D)
             queries = r1 @ self.Q2.T  # (B, T', D)
             att = _causal_softmax(queries @ keys.transpose(-1, -2))  # (B, T', T')
-            return (att @ self.embed(tokens))[..., : self.S]  # (B, T', S)
+            return (att @ self._embed(tokens))[..., : self.S]  # (B, T', S)
         if query_pos is not None:
             query_pos = _check_query_pos(query_pos, tokens)
         return self._last_query(tokens, query_pos)
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """``r0``: the token embeddings ``s_{x_t}``, shape ``(B, T', d)``."""
+        return self._embed(check_model_tokens("tokens", tokens, self))
+
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         # E holds the first S standard basis vectors of R^d, so s_{x_t} is a one-hot vector;
         # a comparison builds it faster than indexing (and stays vmap-friendly).
         return (tokens.unsqueeze(-1) == torch.arange(self.d, device=tokens.device)).to(self.E.dtype)
@@ -233,7 +240,7 @@ class SimplifiedTransformer(nn.Module):
         # run would no longer give the same numbers twice.
         B, Tq = tokens.shape
         H, d = self.H, self.d
-        r0 = None if _by_lookup(tokens) else self.embed(tokens)  # (B, T', d) or None
+        r0 = None if _by_lookup(tokens) else self._embed(tokens)  # (B, T', d) or None
 
         def pool(weights: torch.Tensor, width: int) -> torch.Tensor:
             """``sum_j weights[b, k, j] s_{x_j}``, its first ``width`` entries; (B, K, width)."""
@@ -258,7 +265,7 @@ class SimplifiedTransformer(nn.Module):
             x_q = torch.gather(tokens, 1, qp.reshape(B, 1)).squeeze(1)  # (B,)
         mixed = pool(att_q, d)  # (B, H, d): attention-averaged token embeddings at the query
         heads_q = torch.einsum("bhd,hed->bhe", mixed, self.V1)  # (B, H, d)
-        r0_q = self.embed(x_q)  # (B, d)
+        r0_q = self._embed(x_q)  # (B, d)
         r1_q = torch.cat([r0_q.unsqueeze(1), heads_q], dim=1).reshape(B, self.D)  # (B, D)
         w = (r1_q @ (self.Q2.T @ self.K2)).reshape(B, H + 1, d)  # (B, H+1, d)
         u = torch.einsum("bhe,hed->bhd", w[:, 1:], self.V1)  # (B, H, d)
@@ -273,7 +280,7 @@ class SimplifiedTransformer(nn.Module):
 
     def second_layer_attention(self, tokens: torch.Tensor) -> torch.Tensor:
         """Second-layer attention of the last query over all keys, ``(B, T')``."""
-        r1 = self.first_layer(tokens)
+        r1 = self.first_layer(tokens)  # validates
         scores = (r1 @ self.K2.T) @ (r1[:, -1] @ self.Q2.T).unsqueeze(-1)
         return torch.softmax(scores.squeeze(-1), dim=-1)
 
@@ -361,6 +368,9 @@ class AttentionOnlyTransformer(nn.Module):
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """``r_0``, shape ``(B, T', d)``."""
+        return self._embed(check_model_tokens("tokens", tokens, self))
+
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         T = tokens.shape[-1]
         if self.embedding == "onehot":
             tok = self.onehot_table[tokens][..., : self.S]  # (B, T, S)
@@ -370,7 +380,7 @@ class AttentionOnlyTransformer(nn.Module):
 
     def attention(self, tokens: torch.Tensor) -> list[torch.Tensor]:
         """Attention maps of every layer, each ``(B, H_ℓ, T', T')``."""
-        r = self.embed(tokens)
+        r = self.embed(tokens)  # validates
         maps = []
         for layer, (Q, K, V) in enumerate(zip(self.Q, self.K, self.V, strict=True)):
             att, r = self._layer(r, Q, K, V)
@@ -399,7 +409,7 @@ class AttentionOnlyTransformer(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """Next-token probabilities after the last position, ``(B, S)``."""
         tokens = check_model_tokens("tokens", tokens, self)
-        r = self.embed(tokens)
+        r = self._embed(tokens)
         layers = list(zip(self.Q, self.K, self.V, strict=True))
         for layer, (Q, K, V) in enumerate(layers[:-1]):
             _, r = self._layer(r, Q, K, V)

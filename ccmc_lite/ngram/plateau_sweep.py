@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.validation import as_tensor, check_float, check_instance, check_size
+from ..core.validation import as_tensor, check_float, check_instance, check_int, check_size
 from .plateaus import formation_step
 
 __all__ = [
@@ -64,8 +64,13 @@ class HeadTiming:
         For a censored run, ``steps - previous`` (a lower bound); ``None`` if the
         previous-token head never formed.
         """
+        steps = check_int("steps", steps, minimum=0)
         if self.previous is None:
             return None
+        if self.two_back is None and steps < self.previous:
+            raise ValueError(
+                f"steps must be the run's length, at least {self.previous}; got {steps}"
+            )
         end = self.two_back if self.two_back is not None else steps
         return float(end - self.previous)
 

@@ -390,4 +390,26 @@ def entries() -> list[Entry]:
             allow=("nan",),
         )
     )
+    # the public methods, the instance first
+    add(E("ccmc.PromptData.with_weights", a(pop, "fixed"), a(pop.weights, "weights")))
+    add(E("ccmc.PromptData.total_weight", a(pop, "fixed")))
+    add(
+        E(
+            "ccmc.PromptData.run_axes_with",
+            a(pop, "fixed"),
+            a("W", "fixed"),
+            a((2,), "obj", "shape"),
+        )
+    )
+    add(E("ccmc.CoverageReport.summary", a(rep, "fixed")))
+    rows = [a(getattr(pop, f), "fixed") for f in ("counts", "query", "y", "weights")]
+    longer = torch.ones(pop.n_rows + 1, dtype=torch.float64)
+    add(
+        E(
+            "ccmc.AttentionMLE.forward",
+            a(ccmc.AttentionMLE(E3), "fixed"),
+            *rows,
+            cases=[("relation", "weights of a longer data set", {4: longer}, "raise")],
+        )
+    )
     return T

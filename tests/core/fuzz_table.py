@@ -182,4 +182,45 @@ def entries() -> list[Entry]:
             width=a(10, "int"),
         )
     )
+    # the public methods, the instance first
+    res = core.train_runs(
+        mk, lossf, batchf, n_runs=2, config=dataclasses.replace(cfg, checkpoint_steps=(1,)), seed=0
+    )
+    last = max(res.checkpoints)
+    add(E("core.TrainConfig.eval_steps", a(cfg, "fixed")))
+    add(
+        E(
+            "core.TrainConfig.make_optimizer",
+            a(cfg, "fixed"),
+            a(list(mk().parameters()), "obj", "params"),
+        )
+    )
+    add(
+        E("core.TrainResult.params_at", a(res, "fixed"), a(last, "count", huge=False, none_ok=True))
+    )
+    add(
+        E(
+            "core.TrainResult.module",
+            a(res, "fixed"),
+            a(0, "count", huge=False),
+            a(last, "count", huge=False, none_ok=True),
+        )
+    )
+    xs = torch.randn(2, 4, 2)  # (R, B, 2): one batch per run
+    add(
+        E(
+            "core.TrainResult.map_runs",
+            a(res, "fixed"),
+            a(lossf, "callable", "fn"),
+            a(xs, "fixed"),
+            cases=[("relation", "args of 3 runs for 2", {2: torch.randn(3, 4, 2)}, "raise")],
+        )
+    )
+    add(
+        E(
+            "core.TextProgress.update",
+            a(core.TextProgress(10, enabled=False), "fixed"),
+            a(3, "count"),
+        )
+    )
     return T

@@ -221,4 +221,41 @@ def entries() -> list[Entry]:
             a(qkv, "array", "v", shape=False),
         )
     )
+    # the public methods, the instance first
+    for method in ("embed", "predict_proba"):
+        add(E(f"markov.MarkovTransformer.{method}", a(model, "fixed"), a(x2, "tokens", "x", K=2)))
+    add(
+        E(
+            "markov.MarkovTransformer.forward",
+            a(model, "fixed"),
+            a(x2, "tokens", "x", K=2),
+            output=a("log_probs", "choice"),
+        )
+    )
+    add(E("markov.MarkovTransformer.readout_weight", a(model, "fixed")))
+    last = mr.checkpoint_steps[-1]
+    add(
+        E("markov.MarkovRuns.params_at", a(mr, "fixed"), a(last, "count", huge=False, none_ok=True))
+    )
+    add(E("markov.MarkovRuns.module", a(mr, "fixed"), a(0, "count", huge=False)))
+    add(E("markov.MarkovRuns.test_sequences", a(mr, "fixed"), a(4, "int"), a(0, "seed")))
+    add(
+        E(
+            "markov.MarkovRuns.test_losses",
+            a(mr, "fixed"),
+            n_test=a(4, "int"),
+            seed=a(0, "seed"),
+            steps=a([last], "obj", none_ok=True),
+            cases=[("relation", "a step that is not a checkpoint", {"steps": [last + 1]}, "raise")],
+        )
+    )
+    add(
+        E(
+            "markov.MarkovRuns.probabilities",
+            a(mr, "fixed"),
+            n_test=a(4, "int"),
+            seed=a(0, "seed"),
+            step=a(last, "count", huge=False, none_ok=True),
+        )
+    )
     return T

@@ -481,4 +481,31 @@ def entries() -> list[Entry]:
         np.asarray(p3["test_loss"]), p3_eval, p3_ck, np.asarray(p3["offset_weight"]), span=2
     )
     add(E("ngram.stage_counts", a(p3_rows, "obj", "rows"), a(0.03, "pos", "lr")))
+    # the public methods, the instance first
+    ao = ngram.AttentionOnlyTransformer(3, 8, [1])
+    for name, m in (
+        ("SimplifiedTransformer.embed", st),
+        ("SimplifiedTransformer.first_layer", st),
+        ("SimplifiedTransformer.second_layer_attention", st),
+        ("AttentionOnlyTransformer.embed", ao),
+        ("AttentionOnlyTransformer.attention", ao),
+        ("AttentionOnlyTransformer.forward", ao),
+        ("SuffixModel.forward", ngram.SuffixModel(3, 1)),
+    ):
+        add(E(f"ngram.{name}", a(m, "fixed"), a(tok, "tokens", "tokens", K=3)))
+    add(
+        E(
+            "ngram.SimplifiedTransformer.forward",
+            a(st, "fixed"),
+            a(tok, "tokens", "tokens", K=3),
+            all_positions=a(False, "bool"),
+        )
+    )
+    add(
+        E(
+            "ngram.HeadTiming.plateau",
+            a(ngram.HeadTiming(32, 0.5, 10, None), "fixed"),
+            a(100, "count", huge=False),
+        )
+    )
     return T

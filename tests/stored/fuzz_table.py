@@ -33,4 +33,7 @@ def entries() -> list[Entry]:
     add(E("stored.load_stored", a("no-such-run-name", "obj", "name"), label="bad only"))
     add(E("stored.load_stored", a("p2_fig4_paper", "obj", "name")))
     add(E("stored.stored_names"))
+    # the public methods, the instance first
+    add(E("stored.Sweep.select", a(sweep, "fixed")))
+    add(E("stored.StoredRun.select", a(stored.StoredRun("n", sweep, {}, {}, {}), "fixed")))
     return T
