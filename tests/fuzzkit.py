@@ -85,12 +85,7 @@ def public_callables() -> dict[str, Callable[..., Any]]:
             if home.split(".")[-1] in EXCLUDED_MODULES:
                 continue
             out[f"{part}.{name}"] = obj
-            if inspect.isclass(obj):  # its public methods, called with an instance first
-                for method, attr in vars(obj).items():
-                    if isinstance(attr, (staticmethod, classmethod)):
-                        attr = attr.__func__
-                    if not method.startswith("_") and inspect.isfunction(attr):
-                        out[f"{part}.{name}.{method}"] = attr
+            out.update(_methods(f"{part}.{name}", obj))  # called with an instance first
     import ccmc_lite
 
     covered = {id(obj) for obj in out.values()}
@@ -108,6 +103,20 @@ def public_callables() -> dict[str, Callable[..., Any]]:
             obj = getattr(mod, name)
             if callable(obj) and not inspect.ismodule(obj):
                 out[f"tools.{info.name}.{name}"] = obj
+                out.update(_methods(f"tools.{info.name}.{name}", obj))
+    return out
+
+
+def _methods(key: str, cls: Any) -> dict[str, Callable[..., Any]]:
+    """A public class's own public methods, ``"<key>.method" -> function`` (none for others)."""
+    if not inspect.isclass(cls):
+        return {}
+    out = {}
+    for method, attr in vars(cls).items():
+        if isinstance(attr, (staticmethod, classmethod)):
+            attr = attr.__func__
+        if not method.startswith("_") and inspect.isfunction(attr):
+            out[f"{key}.{method}"] = attr
     return out
 
 

@@ -119,7 +119,7 @@ class Claims:
         """One claim's verdict in words: ``"holds at both settings"``, ``"fails at both"``, or
         where it holds and where it fails."""
         if name not in self.held:
-            raise KeyError(f"name must be one of the claims {list(self.held)}; got {name!r}")
+            raise ValueError(f"name must be one of the claims {list(self.held)}; got {name!r}")
         here, paper = self.held[name]
         if here and paper:
             return "holds at both settings"
@@ -247,12 +247,16 @@ class ChapterSnapshot:
           ``_command`` — the provenance.
         """
         prefix = _prefix(self.chapter)
-        if isinstance(quoted, str) or not all(isinstance(q, str) for q in quoted):
+        if (
+            isinstance(quoted, str)
+            or not hasattr(quoted, "__iter__")
+            or not all(isinstance(q, str) for q in quoted)
+        ):
             raise TypeError(f"quoted must be a sequence of names (str); got {quoted!r}")
         for name in quoted:
             key = f"{prefix}_{name}"
             if key not in self.values:
-                raise KeyError(f"quoted name {name!r}: the snapshot has no value {key!r}")
+                raise ValueError(f"quoted name {name!r}: the snapshot has no value {key!r}")
             glue(f"{prefix}_snap_{name}", self.values[key], display=False)
         claims = self.claims(values, checks)
         p = self.provenance

@@ -17,7 +17,7 @@ from fuzzkit import E, Entry, a
 def entries() -> list[Entry]:
     """The valid calls of the repository's tools/."""
     from ccmc_lite import stored
-    from tools import costs
+    from tools import costs, snapshots, sweeps
 
     T: list[Entry] = []
     add = T.append
@@ -55,6 +55,21 @@ def entries() -> list[Entry]:
     add(E("tools.snapshots.load_snapshot", a("part9/01_no-such-chapter", "obj", "chapter"),
           label="bad only"))  # fmt: skip
     add(E("tools.snapshots.Claims", a({"claim": (True, False)}, "obj")))
+    # the public methods, the instance first
+    run = {"profile": "paper", "package_version": "0", "torch_version": "0", "python_version": "3",
+           "created": "2026", "machine": "m", "wall_seconds": 60.0, "command": "c"}  # fmt: skip
+    snap = snapshots.ChapterSnapshot("part9/01_x", {"p9c1_a": 1.0}, "0" * 64, run)
+    here = a({"p9c1_a": 1.5}, "obj", "values")
+    checks = a({"a is positive": lambda v: v["p9c1_a"] > 0}, "obj", "checks")
+    add(E("tools.snapshots.ChapterSnapshot.rows", a(snap, "fixed"), here))
+    add(E("tools.snapshots.ChapterSnapshot.changed", a(snap, "fixed"), here, rtol=a(0.1, "nonneg")))
+    add(E("tools.snapshots.ChapterSnapshot.claims", a(snap, "fixed"), here, checks))
+    add(E("tools.snapshots.ChapterSnapshot.glue_for_reproduction", a(snap, "fixed"), here, checks,
+          a(["a"], "obj", "quoted"),
+          cases=[("relation", "a name the snapshot lacks", {3: ["b"]}, "raise")]))  # fmt: skip
+    add(E("tools.snapshots.Claims.says", a(snapshots.Claims({"c": (True, True)}), "fixed"),
+          a("c", "obj", "name")))  # fmt: skip
+    add(E("tools.sweeps.SweepResult.select", a(sweeps.SweepResult(sweep, {}, {}, 0.0), "fixed")))
     add(E("tools.snapshots.snapshot_names"))
     add(E("tools.gpu_results.gpu_run_names"))
     add(E("tools.ngram_tasks.checkpoint_gradient_norms", a("skip", "obj", "result"),

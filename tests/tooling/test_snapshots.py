@@ -222,7 +222,7 @@ def test_claims_say_where_each_claim_holds():
         "holds only at the paper's settings",
         "fails at both settings",
     ]
-    with pytest.raises(KeyError, match="name must be one of the claims"):
+    with pytest.raises(ValueError, match="name must be one of the claims"):
         claims.says("e")
 
 
@@ -253,5 +253,5 @@ def test_glue_for_reproduction_glues_values_verdicts_and_provenance(tmp_path, mo
     assert glued["p9c1_snap_values"] == 3 and glued["p9c1_snap_moved"] == 1  # b: 3 vs 2
     assert glued["p9c1_snap_minutes"] == 1.5
     assert glued["p9c1_snap_command"] == snap.provenance["command"]
-    with pytest.raises(KeyError, match="quoted name 'z'"):
+    with pytest.raises(ValueError, match="quoted name 'z'"):
         snap.glue_for_reproduction(here, checks, ["z"])
