@@ -10,8 +10,9 @@ call did. Three more families of cases are legal values that are easy to get wro
 ``extreme``     finite values at the edge of float64 or of a narrower dtype, also converted
                 through an explicit ``dtype=`` (:func:`extreme_values`);
 ``relation``    arguments that contradict each other: a batch of kernels where one is
-                meant, an order or length beyond the sequence, hand-written cases
-                (:func:`relation_values`, ``Entry.cases``);
+                meant, an order or length beyond the sequence, two arrays with 2 and 3
+                runs on their leading axis, hand-written cases (:func:`relation_values`,
+                :func:`run_axis_pairs`, ``Entry.cases``);
 ``degenerate``  valid-looking data without spread, with zero stationary mass, one point,
                 a fully masked row, NaN inside a loaded state (:func:`degenerate_values`).
 
@@ -38,6 +39,7 @@ import functools
 import importlib
 import importlib.util
 import inspect
+import itertools
 import math
 import pkgutil
 import resource
@@ -395,6 +397,26 @@ def relation_values(entry: Entry, slot: Any, arg: A) -> Iterator[tuple[str, Any,
                 break
 
 
+#: Kinds of array arguments that may carry leading run axes.
+RUN_AXIS_KINDS = ("stoch", "array", "probvec", "weights", "tokens", "undefined")
+
+
+def run_axis_pairs(slots: list[tuple[str, A, bool, Any]]) -> Iterator[tuple[str, dict, str]]:
+    """Family "relation", generated: every two array arguments given 2 and 3 leading runs.
+
+    Two runs of one argument against three of another can only contradict each other: a
+    function must raise, naming either (label, ``{slot: value}``, judge "raise").
+    """
+    arrays = [
+        (pname, arg, where)
+        for pname, arg, _, where in slots
+        if arg.kind in RUN_AXIS_KINDS and isinstance(arg.value, (torch.Tensor, np.ndarray, list))
+    ]
+    for (n1, a1, w1), (n2, a2, w2) in itertools.combinations(arrays, 2):
+        twice, thrice = torch.stack([_t(a1.value)] * 2), torch.stack([_t(a2.value)] * 3)
+        yield f"{n1} of 2 runs, {n2} of 3", {w1: twice, w2: thrice}, "raise"
+
+
 # ---------------------------------------------------------------------------------------------
 # the table of valid calls
 
@@ -659,7 +681,8 @@ def _cases(entry: Entry, slots: list[tuple[str, A, bool, Any]]) -> Iterator[tupl
         for label, bad, how in relation_values(entry, where, arg):
             yield "relation", pname, arg, where, label, bad, how
     by_where = {where: (pname, arg) for pname, arg, _, where in slots}
-    for family, label, overrides, how in entry.cases:
+    generated = [("relation", *pair) for pair in run_axis_pairs(slots)]
+    for family, label, overrides, how in [*entry.cases, *generated]:
         where = next(iter(overrides))
         pname, arg = by_where[where]
         yield family, pname, arg, overrides, label, None, how
@@ -679,6 +702,8 @@ def run_entry(
         if families is not None and family not in families:
             continue
         names = (pname, *arg.names)
+        if isinstance(where, dict):  # a case that sets several arguments may name any of them
+            names = (*names, *(n for n, _, _, w in slots if w in where))
         if entry.name.startswith(("core.check_", "core.as_tensor")):
             names = (*names, "v")  # the checks name the value by their first argument
         overrides = where if isinstance(where, dict) else {where: bad}

@@ -81,6 +81,27 @@ def test_no_bad_input_gives_a_silent_or_obscure_answer(table, request) -> None:
     assert not fixed, f"these now pass; remove them from {KNOWN.name}: {sorted(fixed)[:20]}"
 
 
+def test_contradicting_run_axes_are_tried_and_a_silent_broadcast_is_caught() -> None:
+    """The generated relation cases give two arrays 2 and 3 leading runs; a function that
+    answers anyway (here: sums everything) is reported, and one that names either is not."""
+
+    def sums(a: object, b: object) -> float:
+        return float(torch.as_tensor(a).sum() + torch.as_tensor(b).sum())
+
+    def checks(a: object, b: object) -> float:
+        if torch.as_tensor(a).shape[:-1] != torch.as_tensor(b).shape[:-1]:
+            raise ValueError("b must have the runs of a")
+        return sums(a, b)
+
+    entry = fuzzkit.E("x.f", fuzzkit.a([1.0, 2.0], "array", "a"), fuzzkit.a([3.0], "array", "b"))
+    verdicts = {}
+    for fn in (sums, checks):
+        out = list(fuzzkit.run_entry(entry, {"x.f": fn}, families=("relation",)))
+        verdicts[fn.__name__] = [(o.label, o.verdict) for o in out]
+    assert verdicts["sums"] == [("a of 2 runs, b of 3", "silent")]
+    assert verdicts["checks"] == [("a of 2 runs, b of 3", "ok")]
+
+
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=4, max_size=4))
 def test_stochastic_matrix_check_accepts_only_stochastic_matrices(values) -> None:
     P = torch.tensor(values, dtype=torch.float64).reshape(2, 2)
