@@ -367,15 +367,19 @@ def paper_snapshot_runs(root: Path | str) -> dict[str, dict[str, Any]]:
     return runs
 
 
-def chapter_overview(root: Path | str, results: Mapping[str, Any] | None = None) -> list[dict]:
+def chapter_overview(
+    root: Path | str,
+    results: Mapping[str, Any] | None = None,
+    snapshots: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[dict]:
     """One row per taught chapter of the book at ``root``, in table-of-contents order.
 
     A taught chapter is a notebook under ``book/part<N>/`` or ``book/closing/``. Each row
     has the part caption (``part``), the chapter ``title`` (its first ``#`` heading), its
     ``path`` relative to ``root``, the number of ``exercises`` (gated ``exercise-start`` or
     plain ``exercise`` blocks) and the run time in seconds of each profile, ``book_s`` and
-    ``paper_s``. A chapter with a snapshot takes ``paper_s`` from it
-    (:func:`paper_snapshot_runs`; ``paper_from_snapshot`` is then true); the other times are
+    ``paper_s``. A chapter with a snapshot takes ``paper_s`` from it (``snapshots``, by default
+    :func:`paper_snapshot_runs`; ``paper_from_snapshot`` is then true); the other times are
     read from ``results`` (the keys ``chapter_<profile>_s[<path>]`` that
     ``benchmarks/chapter_times.py`` writes; ``None`` when not measured; a string such as
     ``">240"`` when the run was stopped at a cap).
@@ -390,7 +394,7 @@ def chapter_overview(root: Path | str, results: Mapping[str, Any] | None = None)
         results = {}
     if not isinstance(results, Mapping):
         raise TypeError(f"results must be a mapping; got {type(results).__name__}")
-    snapshots = paper_snapshot_runs(root)
+    snapshots = paper_snapshot_runs(root) if snapshots is None else snapshots
     rows = []
     for entry in toc_entries(root):
         chapter, caption = entry.path, entry.caption

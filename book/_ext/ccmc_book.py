@@ -193,7 +193,8 @@ class ChapterOverview(SphinxDirective):
         for snapshot in sorted((root / SNAPSHOT_FOLDER).glob("*.json")):
             self.env.note_dependency(str(snapshot))
         results = json.loads(results_path.read_text()) if results_path.exists() else {}
-        rows = chapter_overview(root, results)
+        snapshots = paper_snapshot_runs(root)
+        rows = chapter_overview(root, results, snapshots)
         if not rows:
             raise self.error("chapter-overview found no taught chapters in _toc.yml")
         here = Path(self.env.doc2path(self.env.docname)).parent
@@ -211,9 +212,8 @@ class ChapterOverview(SphinxDirective):
                 f"| {r['part'].split(' — ')[0]} | [{r['title']}]({link}) | {r['exercises']} | "
                 f"{student} | {_seconds(r['book_s'])} | {paper} |"
             )
-        snapshots = paper_snapshot_runs(root).values()
-        days = sorted({run["created"][:10] for run in snapshots})
-        machines = sorted({run["machine"] for run in snapshots})
+        days = sorted({run["created"][:10] for run in snapshots.values()})
+        machines = sorted({run["machine"] for run in snapshots.values()})
         lines += [
             "",
             f"Book profile measured {results.get('chapter_book_date', '?')} on "

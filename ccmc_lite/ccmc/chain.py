@@ -78,7 +78,9 @@ VARIANTS = ("self", "cross")
 
 
 def _broadcast(*shapes: Any) -> torch.Size:
-    """Broadcast shapes (``numpy.broadcast_shapes``; ``torch.broadcast_shapes`` allocates)."""
+    """Broadcast shapes with ``numpy.broadcast_shapes``: a ``ValueError`` where they disagree
+    (``torch.broadcast_shapes`` raises ``RuntimeError``), which the callers turn into named
+    errors."""
     return torch.Size(np.broadcast_shapes(*(tuple(s) for s in shapes)))
 
 
