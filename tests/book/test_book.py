@@ -154,6 +154,30 @@ INSPECT = """
 }
 """
 
+DESKTOP = {"width": 1280, "height": 1000}
+#: A small phone's screen (CSS pixels): Android phones are 360 wide, iPhones 375 to 430.
+PHONE = {"width": 360, "height": 780}
+#: How far the page scrolls sideways, and the outermost elements that stick out of the
+#: screen (code blocks, tables and display math scroll inside their own boxes: not counted).
+SIDEWAYS = """
+() => {
+  const width = document.documentElement.clientWidth;
+  const clipped = e => {
+    for (let p = e.parentElement; p; p = p.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(p).overflowX)) return true;
+    }
+    return false;
+  };
+  const wide = Array.from(document.querySelectorAll('.bd-article *')).filter(e =>
+    e.getBoundingClientRect().right > width + 1 && !clipped(e)
+    && !(e.parentElement && e.parentElement.getBoundingClientRect().right > width + 1));
+  return {
+    overflow: document.documentElement.scrollWidth - width,
+    wide: wide.slice(0, 3).map(e =>
+      `<${e.tagName.toLowerCase()}> ${e.textContent.trim().slice(0, 60)}`),
+  };
+}
+"""
 
 #: Pages loaded at once by the page check: two tabs, each in its own browser context (its
 #: own renderer process), so that one page typesets its math while the other is inspected.
@@ -171,6 +195,7 @@ class Rendered:
 
     pages: list[str]
     info: dict[str, dict]  # page -> the INSPECT record
+    phone: dict[str, dict]  # page -> the SIDEWAYS record at the PHONE's width
     downloads: dict[str, int]  # chapter page -> HTTP status of its .ipynb download
     blocked: list[str]  # non-local URLs the pages asked for
     console_errors: list[str]
@@ -202,7 +227,7 @@ def rendered(built_book, server, browser) -> Rendered:
     host = urlparse(server).netloc
     tabs = []
     for _ in range(TABS):
-        context = browser.new_context(viewport={"width": 1280, "height": 1000})
+        context = browser.new_context(viewport=DESKTOP)
         context.on(
             "request", lambda r: blocked.append(r.url) if urlparse(r.url).netloc != host else None
         )
@@ -225,6 +250,7 @@ def rendered(built_book, server, browser) -> Rendered:
     screenshot = SCREENSHOT_DIR / (shot.stem + ".png")
     screenshot.unlink(missing_ok=True)
     info: dict[str, dict] = {}
+    phone: dict[str, dict] = {}
     downloads: dict[str, int] = {}
     solution = (True, False, "")
     for tab, rel in zip(tabs, pages, strict=False):  # the first pages start loading at once
@@ -234,6 +260,9 @@ def rendered(built_book, server, browser) -> Rendered:
         tab.wait_for_load_state("load")
         tab.evaluate(WAIT_FOR_RENDER)
         info[rel] = tab.evaluate(INSPECT)
+        tab.set_viewport_size(PHONE)  # the same page, laid out again on a phone's screen
+        phone[rel] = tab.evaluate(SIDEWAYS)
+        tab.set_viewport_size(DESKTOP)
         if rel == shot_page:
             tab.screenshot(path=str(screenshot), full_page=False)
         if rel == solution_page:
@@ -246,8 +275,8 @@ def rendered(built_book, server, browser) -> Rendered:
             tab.goto(f"{server}/{pages[i + TABS]}", wait_until="commit")
     for tab in tabs:
         tab.context.close()
-    return Rendered(pages, info, downloads, blocked, console_errors, screenshot, solution_page,
-                    *solution)  # fmt: skip
+    return Rendered(pages, info, phone, downloads, blocked, console_errors, screenshot,
+                    solution_page, *solution)  # fmt: skip
 
 
 def test_every_page_renders_offline(rendered):
@@ -300,6 +329,18 @@ def test_every_page_renders_offline(rendered):
     assert not blocked, "pages tried to reach the network:\n" + "\n".join(sorted(set(blocked)))
     assert not rendered.console_errors, "JavaScript errors:\n" + "\n".join(rendered.console_errors)
     assert not failures, "\n".join(failures)
+
+
+def test_no_page_scrolls_sideways_on_a_phone(rendered):
+    """On a 360-pixel screen every page fits its width: long names and signatures wrap
+    (book/_static/narrow.css), and what cannot wrap scrolls inside its own box."""
+    assert set(rendered.phone) == set(rendered.pages)
+    wide = {
+        rel: f"{r['overflow']} px too wide: {r['wide']}"
+        for rel, r in rendered.phone.items()
+        if r["overflow"] > 0
+    }
+    assert not wide, "pages wider than a phone:\n" + "\n".join(f"{k}: {v}" for k, v in wide.items())
 
 
 def _screenshot_chapter() -> Path:
