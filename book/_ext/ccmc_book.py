@@ -17,12 +17,15 @@
 6. ``CCMC_BOOK_BUILD=1`` is set for the kernels that execute chapters, so
    ``tools.gluing.glue`` (called in build-only cells) records values for the prose.
 7. The ``chapter-overview`` directive renders the instructors' table of chapters.
+8. A figure's image gets its caption's first sentence as alternative text (myst-nb leaves
+   the image's file path there, which is what a screen reader would read aloud).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,41 @@ def keep_plain_notebook(app: Sphinx, doctree: Any, docname: str) -> None:
     notebook = plain_notebook(app, doctree, docname, app.ccmc_commit)  # type: ignore[attr-defined]
     if notebook is not None:
         app.ccmc_notebooks[docname] = notebook  # type: ignore[attr-defined]
+
+
+# The end of a caption's first sentence: a full stop, then a capital, not after an
+# abbreviation such as "et al." or "Fig.".
+_SENTENCE_END = re.compile(
+    r"(?<!\bal)(?<!\be\.g)(?<!\bi\.e)(?<!\bFig)(?<!\bEq)(?<!\bcf)"  # not an abbreviation
+    r"\.\s+(?=[A-Z(])"
+)
+
+
+# LaTeX in a caption, as plain text for the alternative text (read aloud, not typeset):
+# Greek letters and arrows as characters, font commands dropped, other commands by name.
+_SYMBOLS = {"alpha": "α", "beta": "β", "varepsilon": "ε", "theta": "θ", "lambda": "λ",
+            "mu": "μ", "pi": "π", "sigma": "σ", "tau": "τ", "to": "→", "infty": "∞",
+            "mathbf": "", "mathcal": "", "mathbb": "", "mathrm": "", "text": ""}  # fmt: skip
+_COMMAND = re.compile(r"\\([A-Za-z]+)")
+
+
+def _plain_math(text: str) -> str:
+    text = _COMMAND.sub(lambda m: _SYMBOLS.get(m.group(1), m.group(1)), text.replace("\\,", " "))
+    return " ".join(text.replace("{", "").replace("}", "").split())
+
+
+def describe_figures(app: Sphinx, doctree: Any, docname: str) -> None:
+    """Give each figure's images the caption's first sentence as alternative text."""
+    for figure in doctree.findall(nodes.figure):
+        captions = list(figure.findall(nodes.caption))
+        if not captions:
+            continue
+        text = _plain_math(captions[0].astext())
+        first = _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".") + "."
+        for image in figure.findall(nodes.image):
+            alt = image.get("alt", "")
+            if not alt or alt == image.get("uri") or alt.endswith((".png", ".svg", ".jpg")):
+                image["alt"] = first
 
 
 def fix_launch_and_download(
@@ -312,6 +350,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("ccmc_pages_branch", "gh-pages", "html")
     app.add_config_value("ccmc_setup_cell_file", "book/_colab_setup.py", "html")
     app.ccmc_notebooks = {}  # type: ignore[attr-defined]
+    app.connect("doctree-resolved", describe_figures, priority=400)
     app.connect("doctree-resolved", keep_plain_notebook)
     app.connect("html-page-context", fix_launch_and_download, priority=502)
     app.connect("html-page-context", drop_unused_thebe, priority=900)

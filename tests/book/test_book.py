@@ -138,7 +138,8 @@ INSPECT = """
     math_nodes: mathNodes.length,
     math_typeset: mathNodes.filter(n => n.querySelector('mjx-container')).length,
     math_errors: q('mjx-merror, [data-mjx-error]').length,
-    images: q('img').map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+    images: q('img').map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0,
+                                alt: i.alt, content: !!i.closest('.bd-article')})),
     widget_views: q('script[type="application/vnd.jupyter.widget-view+json"]').length,
     widgets_rendered: q('.jupyter-widgets, .widget-container, .jp-OutputArea').length,
     chapter: !!document.querySelector('meta[name="ccmc-chapter"]'),
@@ -279,6 +280,10 @@ def rendered(built_book, server, browser) -> Rendered:
                     solution_page, *solution)  # fmt: skip
 
 
+# What myst-nb leaves as an image's alternative text when nothing describes it: its path.
+_FILE_NAME = re.compile(r"\.(png|svg|jpe?g|gif)$", re.I)
+
+
 def test_every_page_renders_offline(rendered):
     assert rendered.pages, "no pages found"
     chapters = {c.relative_to(ROOT).with_suffix(".html").as_posix() for c in chapter_notebooks()}
@@ -297,6 +302,8 @@ def test_every_page_renders_offline(rendered):
         for img in info["images"]:
             if not img["ok"]:
                 failures.append(f"{where} image did not load: {img['src']}")
+            if img["content"] and (not img["alt"].strip() or _FILE_NAME.search(img["alt"])):
+                failures.append(f"{where} image without a description: alt={img['alt']!r}")
         if info["widget_views"] and not info["widgets_rendered"]:
             failures.append(f"{where} has widget views that did not render")
         if rel in chapters:
