@@ -63,9 +63,18 @@ _SENTENCE_END = re.compile(
 
 # LaTeX in a caption, as plain text for the alternative text (read aloud, not typeset):
 # Greek letters and arrows as characters, font commands dropped, other commands by name.
-_SYMBOLS = {"alpha": "α", "beta": "β", "varepsilon": "ε", "theta": "θ", "lambda": "λ",
-            "mu": "μ", "pi": "π", "sigma": "σ", "tau": "τ", "to": "→", "infty": "∞",
-            "mathbf": "", "mathcal": "", "mathbb": "", "mathrm": "", "text": ""}  # fmt: skip
+_SYMBOLS = {
+    **dict(zip("alpha beta gamma delta varepsilon zeta eta theta iota kappa lambda mu nu xi "
+               "omicron pi rho varsigma sigma tau upsilon phi chi psi omega".split(),
+               "αβγδεζηθικλμνξοπρςστυφχψω", strict=True)),
+    "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Pi": "Π", "Sigma": "Σ",
+    "Omega": "Ω", "ell": "ℓ", "to": "→", "infty": "∞", "le": "≤", "ge": "≥", "neq": "≠",
+    "approx": "≈", "times": "×", "cdot": "·", "pm": "±", "in": "∈", "mid": "|", "top": "ᵀ",
+    "star": "*", "partial": "∂", "nabla": "∇", "sum": "Σ", "sim": "~", "propto": "∝",
+    "dots": "…", "big": "", "Big": "", "left": "", "right": "", "quad": " ", "qquad": " ",
+    "mathbf": "", "mathcal": "", "mathbb": "", "mathrm": "", "text": "", "boldsymbol": "",
+    "operatorname": "",
+}  # fmt: skip
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
 
 
@@ -74,14 +83,19 @@ def _plain_math(text: str) -> str:
     return " ".join(text.replace("{", "").replace("}", "").split())
 
 
+def figure_description(caption: str) -> str:
+    """A caption's first sentence, its LaTeX as plain text: the figure's alternative text."""
+    text = _plain_math(caption)
+    return _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".") + "."
+
+
 def describe_figures(app: Sphinx, doctree: Any, docname: str) -> None:
     """Give each figure's images the caption's first sentence as alternative text."""
     for figure in doctree.findall(nodes.figure):
         captions = list(figure.findall(nodes.caption))
         if not captions:
             continue
-        text = _plain_math(captions[0].astext())
-        first = _SENTENCE_END.split(text, maxsplit=1)[0].rstrip(".") + "."
+        first = figure_description(captions[0].astext())
         for image in figure.findall(nodes.image):
             alt = image.get("alt", "")
             if not alt or alt == image.get("uri") or alt.endswith((".png", ".svg", ".jpg")):

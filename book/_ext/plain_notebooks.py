@@ -82,6 +82,19 @@ def _escape(text: str) -> str:
     return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _image_alt(text: str) -> str:
+    """An image's description for ``![...](...)``: brackets stay when they pair up (Markdown
+    allows that, and escaped ones are lost from the description by some renderers)."""
+    depth = 0
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth < 0:
+            break
+    if depth != 0:
+        text = text.replace("[", "(").replace("]", ")")
+    return text.replace("\\", "\\\\")
+
+
 def _kind(node: nodes.Node) -> str:
     return f"{type(node).__module__}.{type(node).__name__}"
 
@@ -408,7 +421,7 @@ class NotebookWriter:
     def _image(self, node: nodes.Element) -> str:
         uri = node.get("candidates", {}).get("*") or node["uri"]
         if re.match(r"https?://", uri):
-            return f"![{node.get('alt', '')}]({uri})"
+            return f"![{_image_alt(node.get('alt', ''))}]({uri})"
         path = Path(uri) if Path(uri).is_absolute() else self.srcdir / uri
         if not path.exists():
             raise PlainMarkdownError(f"{self.docname}: image {uri} not found")
@@ -425,8 +438,7 @@ class NotebookWriter:
         name = f"figure{self._images}{path.suffix.lower()}"
         data = path.read_bytes()
         self._attachments[name] = {mime: base64.b64encode(data).decode("ascii")}
-        alt = node.get("alt", "figure").replace("]", "")
-        return f"![{alt}](attachment:{name})"
+        return f"![{_image_alt(node.get('alt', 'figure'))}](attachment:{name})"
 
     # -- inline ----------------------------------------------------------------------
     def _inline(self, node: nodes.Node) -> str:

@@ -50,6 +50,22 @@ def test_the_raw_markup_detector():
     assert raw_markup(plain) == []
 
 
+def test_figure_descriptions_are_plain_first_sentences():
+    from ccmc_book import figure_description
+    from plain_notebooks import _image_alt
+
+    caption = (
+        r"Smallest eigenvalue of $\mathbf H_\alpha$ at $\theta_\pi$ over $(p, q)$, as in "
+        r"Makkuva et al. (2024, Fig. 2). Dashed: $p + q = 1$."
+    ).replace("$", "")  # as the caption's text in the doctree
+    assert figure_description(caption) == (
+        "Smallest eigenvalue of H_α at θ_π over (p, q), as in Makkuva et al. (2024, Fig. 2)."
+    )
+    assert figure_description(r"c \to \infty at \Gamma(q)") == "c → ∞ at Γ(q)."
+    assert _image_alt("prompt [0, 1, 0]") == "prompt [0, 1, 0]"  # Markdown keeps pairs
+    assert _image_alt("prompt [0, 1, 0") == "prompt (0, 1, 0"  # an unpaired one breaks it
+
+
 def _notebook(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -84,6 +100,23 @@ def test_no_reader_notebook_shows_myst_markup(built_book):
 
 
 @pytest.mark.book
+def _undescribed_attachments(name: str, nb: dict) -> list[str]:
+    """Figures of the markdown cells that Markdown does not draw, or draws undescribed."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark")
+    problems = []
+    for cell in nb["cells"]:
+        for attachment in cell.get("attachments", {}):
+            html = md.render(_source(cell))
+            found = re.search(rf'<img src="attachment:{re.escape(attachment)}" alt="([^"]*)"', html)
+            if found is None:
+                problems.append(f"{name}: {attachment} is not an image of its cell's Markdown")
+            elif found.group(1) in ("", "figure"):
+                problems.append(f"{name}: {attachment} has no description")
+    return problems
+
+
 def test_published_notebooks_show_the_pages_numbers_figures_and_outputs(built_book):
     from bs4 import BeautifulSoup
 
@@ -105,6 +138,7 @@ def test_published_notebooks_show_the_pages_numbers_figures_and_outputs(built_bo
             for o in c["outputs"]
         )
         images += sum(len(c.get("attachments", {})) for c in nb["cells"])
+        problems += _undescribed_attachments(chapter.name, nb)
         shown = len(article.select("img"))
         if images != shown:
             problems.append(
