@@ -156,8 +156,9 @@ INSPECT = """
 """
 
 DESKTOP = {"width": 1280, "height": 1000}
-#: A small phone's screen (CSS pixels): Android phones are 360 wide, iPhones 375 to 430.
-PHONE = {"width": 360, "height": 780}
+#: The narrowest phone screen in use, in CSS pixels (an iPhone SE of 2016; Android phones
+#: are 360 wide, newer iPhones 375 to 430).
+PHONE = {"width": 320, "height": 640}
 #: How far the page scrolls sideways, and the outermost elements that stick out of the
 #: screen (code blocks, tables and display math scroll inside their own boxes: not counted).
 SIDEWAYS = """
@@ -339,7 +340,7 @@ def test_every_page_renders_offline(rendered):
 
 
 def test_no_page_scrolls_sideways_on_a_phone(rendered):
-    """On a 360-pixel screen every page fits its width: long names and signatures wrap
+    """On a 320-pixel screen every page fits its width: long names and signatures wrap
     (book/_static/narrow.css), and what cannot wrap scrolls inside its own box."""
     assert set(rendered.phone) == set(rendered.pages)
     wide = {
