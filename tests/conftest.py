@@ -65,6 +65,16 @@ def pytest_collection_modifyitems(session, config, items):
         return 0
 
     items.sort(key=rank)  # stable: keeps file order within each group
+    # A test that needs the built book but runs among the unit tests would hold them up
+    # until every chapter has run and the book is built.
+    unmarked = [
+        i.nodeid
+        for i in items
+        if "built_book" in getattr(i, "fixturenames", ())
+        and not (i.get_closest_marker("book") or i.get_closest_marker("binder"))
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"mark these tests book, they need the built book: {unmarked}")
 
 
 #: The module of tests/book/test_floor.py once its background runs were started.

@@ -99,7 +99,6 @@ def test_no_reader_notebook_shows_myst_markup(built_book):
     assert not problems, f"raw MyST markup in notebooks readers get: {problems}"
 
 
-@pytest.mark.book
 def _undescribed_attachments(name: str, nb: dict) -> list[str]:
     """Figures of the markdown cells that Markdown does not draw, or draws undescribed."""
     from markdown_it import MarkdownIt
@@ -117,6 +116,7 @@ def _undescribed_attachments(name: str, nb: dict) -> list[str]:
     return problems
 
 
+@pytest.mark.book
 def test_published_notebooks_show_the_pages_numbers_figures_and_outputs(built_book):
     from bs4 import BeautifulSoup
 
