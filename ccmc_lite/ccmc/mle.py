@@ -128,6 +128,14 @@ def _check_fit(
         )
 
 
+def _one_data_set(name: str, data: PromptData) -> None:
+    """Refuse data with run axes where one Hessian of one data set is asked for."""
+    if data.batch_shape:
+        raise ValueError(
+            f"{name} must be one data set (no run axes); got {tuple(data.batch_shape)}"
+        )
+
+
 def _check_data(data: Any) -> PromptData:
     if not isinstance(data, PromptData):
         raise TypeError(f"data must be a PromptData; got {type(data).__name__}")
@@ -288,8 +296,7 @@ def _hessian_weights(W: Any, E: Any, data: PromptData) -> torch.Tensor:
     W = torch.as_tensor(W, dtype=torch.float64)
     if W.ndim != 2:
         raise ValueError(f"W must be a single (d, d) matrix; got shape {tuple(W.shape)}")
-    if data.batch_shape:
-        raise ValueError(f"data must be one data set (no run axes); got {tuple(data.batch_shape)}")
+    _one_data_set("data", data)
     _, _, H = _derivatives(_logits(W, E), data, hessian=True)
     if H is None:  # hessian=True always computes it
         raise RuntimeError("_derivatives returned no Hessian")
@@ -330,10 +337,7 @@ def asymptotic_error(W: Any, E: Any, population: PromptData) -> float:
     singular (a co-occurrence graph is disconnected).
     """
     check_instance("population", population, PromptData)
-    if population.batch_shape:
-        raise ValueError(
-            f"population must be one data set (no run axes); got {tuple(population.batch_shape)}"
-        )
+    _one_data_set("population", population)  # named here, not as hessian_on_subspace's data
     H = hessian_on_subspace(W, E, population)
     eig = torch.linalg.eigvalsh(H)
     if float(eig.min()) <= 1e-12 * float(eig.max()):
